@@ -1,0 +1,74 @@
+# dgxspark.vllm: the two commands a user needs are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+NODES ?= 2
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help venv engine lab-images lab-up lab-down lab-status demo test unit lint sanity sanity-latest \
+        build-check molecule lab-test clean
+
+help:
+	@echo "make demo        venv + Docker engine + lab images + 2-node lab + deploy_qwen35.yml on it"
+	@echo "make test        everything CI runs (unit, lint, sanity, build check, molecule, lab tests)"
+	@echo "make lab-up      start the lab (NODES=$(NODES), up to 6); lab-down, lab-status"
+	@echo "make unit | lint | sanity | build-check | molecule | lab-test"
+
+$(BIN)/.stamp: requirements.txt requirements-test.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements-test.txt
+	@mkdir -p .collections/ansible_collections/dgxspark
+	@ln -sfn ../../.. .collections/ansible_collections/dgxspark/vllm
+	@touch $@
+
+venv: $(BIN)/.stamp
+
+engine:
+	@lab/docker-engine.sh
+
+lab-images: engine
+	$(PYTHON) lab/lab.py images
+
+lab-up: engine
+	$(PYTHON) lab/lab.py up --nodes $(NODES)
+
+lab-down:
+	$(PYTHON) lab/lab.py down
+
+lab-status:
+	$(PYTHON) lab/lab.py status
+
+demo: venv lab-up
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/deploy_qwen35.yml
+
+unit: venv
+	$(BIN)/pytest -q tests/unit $(wildcard lab/engine/tests)
+
+lint: venv
+	$(BIN)/ansible-lint
+	$(BIN)/antsibull-changelog lint
+
+sanity: venv
+	tools/sanity.sh
+
+build-check: venv
+	tools/build-check.sh
+
+molecule: venv engine
+	$(BIN)/molecule test --all
+
+lab-test: venv engine
+	$(BIN)/pytest -q -m lab tests/lab
+
+# Everything CI runs. The last step is pytest (unit + engine + lab tests), so the
+# output ends with pytest's own summary line.
+test: venv engine lint sanity build-check molecule
+	$(BIN)/pytest tests/unit $(wildcard lab/engine/tests) tests/lab
+
+clean: lab-down
+	rm -rf $(VENV) .collections build tests/output

@@ -1,0 +1,513 @@
+#!/usr/bin/env python3
+"""The dgxspark.vllm lab: GPU-free "DGX Spark" nodes made of real Docker engines.
+
+Each node is a container named ``<prefix>-N`` (default ``spark-N``) that runs
+its own dockerd (Docker-in-Docker without --privileged) and sshd, with python3
+and an nvidia-smi stand-in. Nodes sit on two networks: ``mgmt`` (Ansible's SSH)
+and ``fabric`` (standing in for the ConnectX-7 RoCE link, MTU 9000), where the
+fabric interface gets a Spark-like name that differs between odd and even
+nodes, as it does on real pairs. Nodes are grouped in pairs (head, worker).
+
+Commands:
+  images [NAME ...]   build lab images whose inputs changed (all by default)
+  up                  build images as needed, start the nodes, write the inventory
+  down                remove every container, network, volume and image tag the lab made
+  status              show the nodes, their addresses and whether their engines answer
+  load IMAGE...       copy images from this machine's engine into every node
+  inventory           (re)write inventories/lab/hosts.yml from the running nodes
+
+Only the standard library and the docker CLI are used, so it runs before any
+virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LAB = Path(__file__).resolve().parent
+REPO = LAB.parent
+STATE = LAB / ".state"
+INVENTORY = REPO / "inventories" / "lab" / "hosts.yml"
+
+LABEL = "org.dgxspark.lab"
+INPUTS_LABEL = "org.dgxspark.lab.inputs"
+
+PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
+MGMT_NET = f"{PREFIX}-lab-mgmt"
+FABRIC_NET = f"{PREFIX}-lab-fabric"
+MGMT_SUBNET = os.environ.get("DGXSPARK_LAB_MGMT_SUBNET", "192.168.240.0/24")
+FABRIC_SUBNET = os.environ.get("DGXSPARK_LAB_FABRIC_SUBNET", "192.168.100.0/24")
+FABRIC_MTU = int(os.environ.get("DGXSPARK_LAB_FABRIC_MTU", "9000"))
+# Spark CX7 netdev names: the two twins of one port differ by PCI domain.
+FABRIC_IFNAMES = ("enp1s0f1np1", "enP2p1s0f1np1")
+MAX_NODES = 6
+
+DEBIAN_MIRROR = os.environ.get("DGXSPARK_LAB_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+BASE_SUITE = "bookworm"
+BASE_INCLUDE = ("python3", "python3-venv", "openssh-server", "iproute2", "ca-certificates")
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+BASE_IMAGE = "dgxspark-lab/base:bookworm"
+NODE_IMAGE = "dgxspark-lab/node:latest"
+TINY_IMAGE = "dgxspark-lab/tiny:latest"
+
+
+def log(msg: str) -> None:
+    print(f"lab: {msg}", flush=True)
+
+
+def die(msg: str) -> None:
+    print(f"lab: error: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def run(argv: list[str], *, check: bool = True, capture: bool = False, input_bytes: bytes | None = None,
+        quiet: bool = False) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, check=False, input=input_bytes,
+                          stdout=subprocess.PIPE if capture or quiet else None,
+                          stderr=subprocess.PIPE if capture or quiet else None)
+    if check and proc.returncode != 0:
+        err = (proc.stderr or b"").decode(errors="replace").strip()
+        die(f"{' '.join(argv[:4])}... failed ({proc.returncode}): {err[-2000:]}")
+    return proc
+
+
+def out(argv: list[str], check: bool = True) -> str:
+    return run(argv, check=check, capture=True).stdout.decode().strip()
+
+
+def docker_ok() -> bool:
+    return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def image_inputs_label(image: str) -> str | None:
+    proc = run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", image], check=False, capture=True)
+    if proc.returncode != 0:
+        return None
+    labels = json.loads(proc.stdout.decode() or "null") or {}
+    return labels.get(INPUTS_LABEL)
+
+
+def hash_inputs(*parts: str | bytes | Path) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, Path):
+            paths = sorted(p for p in part.rglob("*") if p.is_file()) if part.is_dir() else [part]
+            for p in paths:
+                if "__pycache__" in p.parts or p.suffix == ".pyc" or "tests" in p.relative_to(part if part.is_dir() else p.parent).parts:
+                    continue
+                h.update(str(p.relative_to(LAB)).encode())
+                h.update(p.read_bytes())
+        elif isinstance(part, str):
+            h.update(part.encode())
+        else:
+            h.update(part)
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def ensure_host_tool(tool: str, package: str) -> None:
+    if shutil.which(tool):
+        return
+    log(f"installing Debian package {package} (for {tool})")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-q"], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["apt-get", "install", "-y", "-q", package], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# --------------------------------------------------------------------------- images
+
+def build_base() -> str:
+    """Debian bookworm minbase via debootstrap, imported as an image; rebuilt only when its recipe changes."""
+    inputs = hash_inputs("base-v1", BASE_SUITE, ",".join(BASE_INCLUDE), DEBIAN_MIRROR)
+    if image_inputs_label(BASE_IMAGE) == inputs:
+        log(f"{BASE_IMAGE} is up to date ({inputs})")
+        return inputs
+    ensure_host_tool("debootstrap", "debootstrap")
+    STATE.mkdir(parents=True, exist_ok=True)
+    rootfs = Path(tempfile.mkdtemp(prefix="rootfs-", dir=STATE))
+    try:
+        log(f"debootstrap {BASE_SUITE} into {rootfs} (takes about 2 minutes)")
+        t0 = time.time()
+        run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_INCLUDE)}", BASE_SUITE, str(rootfs),
+             DEBIAN_MIRROR], quiet=True)
+        # Trim what no lab image needs.
+        for sub in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/locale"):
+            target = rootfs / sub
+            if target.is_dir():
+                for child in target.iterdir():
+                    if child.is_dir() and not child.is_symlink():
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        child.unlink(missing_ok=True)
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+        imp = subprocess.run(["docker", "import", "--change", f"LABEL {INPUTS_LABEL}={inputs}",
+                              "--change", f"LABEL {LABEL}=base", "--change", 'CMD ["/bin/bash"]',
+                              "--change", "ENV LANG=C.UTF-8", "-", BASE_IMAGE],
+                             stdin=tar.stdout, stdout=subprocess.DEVNULL, check=False)
+        tar.stdout.close()
+        if tar.wait() != 0 or imp.returncode != 0:
+            die(f"importing the base rootfs into {BASE_IMAGE} failed")
+        log(f"built {BASE_IMAGE} ({inputs}) in {time.time() - t0:.0f}s")
+    finally:
+        shutil.rmtree(rootfs, ignore_errors=True)
+    return inputs
+
+
+def build_tiny() -> str:
+    """A ~1 MB image (static busybox) for tests that need any image at all inside a node."""
+    ensure_host_tool("busybox", "busybox-static")
+    busybox = Path(shutil.which("busybox") or "/bin/busybox").resolve()
+    inputs = hash_inputs("tiny-v1", busybox.read_bytes())
+    if image_inputs_label(TINY_IMAGE) == inputs:
+        log(f"{TINY_IMAGE} is up to date ({inputs})")
+        return inputs
+    with tempfile.TemporaryDirectory(dir=STATE if STATE.exists() else None) as tmp:
+        root = Path(tmp)
+        (root / "bin").mkdir()
+        shutil.copy2(busybox, root / "bin" / "busybox")
+        for applet in ("sh", "true", "false", "sleep", "cat", "echo", "ls", "ip", "hostname", "wget", "nc", "env"):
+            (root / "bin" / applet).symlink_to("busybox")
+        tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "--owner=0", "--group=0", "-c", "."],
+                               stdout=subprocess.PIPE)
+        imp = subprocess.run(["docker", "import", "--change", f"LABEL {INPUTS_LABEL}={inputs}",
+                              "--change", f"LABEL {LABEL}=tiny", "--change", 'CMD ["/bin/sh"]', "-", TINY_IMAGE],
+                             stdin=tar.stdout, stdout=subprocess.DEVNULL, check=False)
+        tar.stdout.close()
+        if tar.wait() != 0 or imp.returncode != 0:
+            die(f"importing {TINY_IMAGE} failed")
+    log(f"built {TINY_IMAGE} ({inputs})")
+    return inputs
+
+
+def docker_build(image: str, dockerfile: Path, context: Path, inputs: str, base: str) -> None:
+    if image_inputs_label(image) == inputs:
+        log(f"{image} is up to date ({inputs})")
+        return
+    log(f"building {image} ({inputs})")
+    t0 = time.time()
+    proc = subprocess.run(["docker", "build", "-q", "--label", f"{INPUTS_LABEL}={inputs}", "--label", f"{LABEL}=image",
+                           "--build-arg", f"BASE={base}", "-f", str(dockerfile), "-t", image, str(context)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr.decode(errors="replace")[-6000:])
+        die(f"docker build of {image} failed")
+    log(f"built {image} in {time.time() - t0:.0f}s")
+
+
+def prepare_context() -> None:
+    """The build context is lab/; pip inside builds must trust this machine's CA bundle."""
+    ca = LAB / "host-ca.crt"
+    if HOST_CA.exists():
+        data = HOST_CA.read_bytes()
+        if not ca.exists() or ca.read_bytes() != data:
+            ca.write_bytes(data)
+    elif not ca.exists():
+        ca.write_bytes(b"")
+
+
+# name -> (image, dockerfile dir relative to lab/images, extra input dirs relative to lab/)
+ENGINE_IMAGES = {
+    "vllm-node-0.14": ("lab/vllm-node:0.14", "vllm-node-0.14", ("engine",)),
+    "vllm-qwen35-0.17": ("lab/vllm-qwen35:0.17", "vllm-qwen35-0.17", ("engine",)),
+}
+
+
+def build_images(names: list[str]) -> None:
+    if not docker_ok():
+        die("no Docker engine answers; run lab/docker-engine.sh first")
+    STATE.mkdir(parents=True, exist_ok=True)
+    wanted = names or ["base", "tiny", "node", *[n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()]]
+    base_inputs = build_base() if any(n != "tiny" for n in wanted) else ""
+    if "tiny" in wanted:
+        build_tiny()
+    prepare_context()
+    if "node" in wanted:
+        node_dir = LAB / "images" / "node"
+        docker_build(NODE_IMAGE, node_dir / "Dockerfile", node_dir, hash_inputs("node", base_inputs, node_dir), BASE_IMAGE)
+    for name in wanted:
+        if name not in ENGINE_IMAGES:
+            continue
+        image, subdir, extra = ENGINE_IMAGES[name]
+        image_dir = LAB / "images" / subdir
+        inputs = hash_inputs(name, base_inputs, image_dir, *(LAB / e for e in extra), LAB / "host-ca.crt")
+        docker_build(image, image_dir / "Dockerfile", LAB, inputs, BASE_IMAGE)
+
+
+# --------------------------------------------------------------------------- nodes
+
+def node_name(i: int) -> str:
+    return f"{PREFIX}-{i}"
+
+
+def subnet_ip(subnet: str, host: int) -> str:
+    net = subnet.split("/")[0].rsplit(".", 1)[0]
+    return f"{net}.{host}"
+
+
+def node_addrs(i: int) -> tuple[str, str, str]:
+    """mgmt IP, fabric IP, fabric interface name of node i (1-based)."""
+    return subnet_ip(MGMT_SUBNET, 10 + i), subnet_ip(FABRIC_SUBNET, 10 + i), FABRIC_IFNAMES[(i - 1) % 2]
+
+
+def running_nodes() -> list[str]:
+    names = out(["docker", "ps", "-a", "--filter", f"label={LABEL}=node", "--filter", f"label={LABEL}.prefix={PREFIX}",
+                 "--format", "{{.Names}}"]).split()
+    return sorted(names, key=lambda n: int(n.rsplit("-", 1)[1]))
+
+
+def ensure_network(name: str, subnet: str, mtu: int | None = None) -> None:
+    if run(["docker", "network", "inspect", name], check=False, quiet=True).returncode == 0:
+        return
+    argv = ["docker", "network", "create", "--driver", "bridge", "--subnet", subnet, "--label", f"{LABEL}=network",
+            "--label", f"{LABEL}.prefix={PREFIX}"]
+    if mtu:
+        argv += ["--opt", f"com.docker.network.driver.mtu={mtu}"]
+    run(argv + [name], quiet=True)
+    log(f"network {name} {subnet}" + (f" mtu {mtu}" if mtu else ""))
+
+
+def ssh_key() -> Path:
+    key = STATE / "ssh" / "id_ed25519"
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(key.parent, 0o700)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dgxspark-lab-controller", "-f", str(key)], quiet=True)
+    return key
+
+
+def dexec(node: str, *argv: str, check: bool = True, input_bytes: bytes | None = None) -> subprocess.CompletedProcess:
+    return run(["docker", "exec", "-i", node, *argv], check=check, capture=True,
+               input_bytes=input_bytes if input_bytes is not None else b"")
+
+
+def start_node(i: int) -> None:
+    name = node_name(i)
+    mgmt_ip, fabric_ip, ifname = node_addrs(i)
+    if run(["docker", "container", "inspect", name], check=False, quiet=True).returncode == 0:
+        state = out(["docker", "container", "inspect", "--format", "{{.State.Running}}", name])
+        if state == "true":
+            return
+        run(["docker", "rm", "-f", name], quiet=True)
+    volume = f"{name}-docker"
+    run(["docker", "volume", "create", "--label", f"{LABEL}=volume", "--label", f"{LABEL}.prefix={PREFIX}", volume],
+        quiet=True)
+    run(["docker", "run", "-d", "--name", name, "--hostname", name, "--init",
+         "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+         "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+         "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+         "-v", f"{volume}:/var/lib/docker", "--tmpfs", "/run",
+         "--network", MGMT_NET, "--ip", mgmt_ip,
+         "--label", f"{LABEL}=node", "--label", f"{LABEL}.prefix={PREFIX}", "--label", f"{LABEL}.index={i}",
+         NODE_IMAGE], quiet=True)
+    run(["docker", "network", "connect", "--ip", fabric_ip, FABRIC_NET, name], quiet=True)
+    # Give the fabric link its Spark name (the interface that holds the fabric IP).
+    links = json.loads(dexec(name, "ip", "-j", "-4", "addr", "show").stdout.decode())
+    current = next((l["ifname"] for l in links for a in l.get("addr_info", []) if a.get("local") == fabric_ip), None)
+    if current is None:
+        die(f"{name}: no interface holds the fabric IP {fabric_ip}")
+    if current != ifname:
+        for argv in (["ip", "link", "set", current, "down"], ["ip", "link", "set", current, "name", ifname],
+                     ["ip", "link", "set", ifname, "up"]):
+            dexec(name, *argv)
+    log(f"node {name}: mgmt {mgmt_ip}, fabric {ifname} {fabric_ip}")
+
+
+def wait_node(name: str, key: Path, timeout: float = 60.0) -> None:
+    deadline = time.time() + timeout
+    pub = key.with_suffix(".pub").read_bytes()
+    authorized = False
+    while time.time() < deadline:
+        if not authorized:
+            proc = dexec(name, "sh", "-c", "umask 077; mkdir -p /root/.ssh; cat > /root/.ssh/authorized_keys.lab",
+                         check=False, input_bytes=pub)
+            if proc.returncode == 0:
+                # Merge instead of overwrite: the collection may have authorized keys of its own.
+                dexec(name, "sh", "-c", "touch /root/.ssh/authorized_keys; "
+                      "grep -qxFf /root/.ssh/authorized_keys.lab /root/.ssh/authorized_keys || "
+                      "cat /root/.ssh/authorized_keys.lab >> /root/.ssh/authorized_keys; "
+                      "chmod 600 /root/.ssh/authorized_keys; rm -f /root/.ssh/authorized_keys.lab")
+                authorized = True
+        engine = dexec(name, "docker", "info", "--format", "{{.ServerVersion}}", check=False)
+        sshd = dexec(name, "sh", "-c", "test -s /etc/ssh/ssh_host_ed25519_key.pub && pgrep -x sshd", check=False)
+        if authorized and engine.returncode == 0 and sshd.returncode == 0:
+            return
+        time.sleep(0.5)
+    logs = out(["docker", "logs", "--tail", "20", name], check=False)
+    die(f"{name}: its Docker engine or sshd did not come up within {timeout:.0f}s\n{logs}")
+
+
+def write_inventory(nodes: list[str]) -> None:
+    key = ssh_key()
+    known_hosts = STATE / "ssh" / "known_hosts"
+    lines = []
+    for name in nodes:
+        i = int(name.rsplit("-", 1)[1])
+        mgmt_ip, _, _ = node_addrs(i)
+        hostkey = dexec(name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.decode().split()
+        lines.append(f"{mgmt_ip} {hostkey[0]} {hostkey[1]}")
+    known_hosts.write_text("\n".join(lines) + "\n")
+    ssh_args = f"-o UserKnownHostsFile={known_hosts} -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes"
+    pairs: dict[int, list[str]] = {}
+    for name in nodes:
+        i = int(name.rsplit("-", 1)[1])
+        pairs.setdefault((i + 1) // 2, []).append(name)
+    out_lines = [
+        "---",
+        "# Generated by lab/lab.py from the running lab nodes; do not edit (make lab-up rewrites it).",
+        "# Same group structure as inventories/example: spark_pairs -> one group per pair -> one head + workers.",
+        "all:",
+        "  vars:",
+        "    ansible_user: root",
+        f"    ansible_ssh_private_key_file: {key}",
+        f"    ansible_ssh_common_args: \"{ssh_args}\"",
+        "    ansible_python_interpreter: /usr/bin/python3",
+        "  children:",
+        "    spark_pairs:",
+        "      children:",
+    ]
+    for pair, members in sorted(pairs.items()):
+        out_lines += [f"        pair{pair}:", "          hosts:"]
+        for name in members:
+            i = int(name.rsplit("-", 1)[1])
+            mgmt_ip, fabric_ip, ifname = node_addrs(i)
+            out_lines += [
+                f"            {name}:",
+                f"              ansible_host: {mgmt_ip}",
+                f"              dgxspark_node_role: {'head' if i % 2 == 1 else 'worker'}",
+                f"              dgxspark_fabric_interface: {ifname}",
+                f"              dgxspark_fabric_ip: {fabric_ip}",
+            ]
+    INVENTORY.parent.mkdir(parents=True, exist_ok=True)
+    INVENTORY.write_text("\n".join(out_lines) + "\n")
+    log(f"inventory written to {INVENTORY.relative_to(REPO)}")
+
+
+def load_images(images: list[str], nodes: list[str]) -> None:
+    for image in images:
+        want = out(["docker", "image", "inspect", "--format", "{{.Id}}", image], check=False)
+        if not want:
+            die(f"image {image} is not in this machine's engine; run `lab/lab.py images` first")
+        for node in nodes:
+            have = dexec(node, "docker", "image", "inspect", "--format", "{{.Id}}", image, check=False).stdout.decode().strip()
+            if have == want:
+                continue
+            t0 = time.time()
+            save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+            load = subprocess.run(["docker", "exec", "-i", node, "docker", "load", "-q"], stdin=save.stdout,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+            save.stdout.close()
+            if save.wait() != 0 or load.returncode != 0:
+                die(f"loading {image} into {node} failed: {load.stderr.decode(errors='replace')}")
+            log(f"{node}: loaded {image} in {time.time() - t0:.1f}s")
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    if not 1 <= args.nodes <= MAX_NODES:
+        die(f"--nodes must be between 1 and {MAX_NODES}")
+    build_images(["base", "tiny", "node"] + ([] if args.no_engine_images else
+                                           [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()]))
+    ensure_network(MGMT_NET, MGMT_SUBNET)
+    ensure_network(FABRIC_NET, FABRIC_SUBNET, FABRIC_MTU)
+    existing = running_nodes()
+    extra = [n for n in existing if int(n.rsplit("-", 1)[1]) > args.nodes]
+    for name in extra:
+        remove_node(name)
+    key = ssh_key()
+    names = [node_name(i) for i in range(1, args.nodes + 1)]
+    for i in range(1, args.nodes + 1):
+        start_node(i)
+    for name in names:
+        wait_node(name, key)
+    write_inventory(names)
+    preload = [TINY_IMAGE] + [spec for spec in args.load]
+    load_images(preload, names)
+    log(f"lab is up: {', '.join(names)}")
+
+
+def remove_node(name: str) -> None:
+    run(["docker", "rm", "-f", "-v", name], check=False, quiet=True)
+    run(["docker", "volume", "rm", "-f", f"{name}-docker"], check=False, quiet=True)
+    log(f"removed {name}")
+
+
+def cmd_down(args: argparse.Namespace) -> None:
+    if not docker_ok():
+        log("no Docker engine answers; nothing to remove")
+        return
+    for name in running_nodes():
+        remove_node(name)
+    for kind in ("volume", "network"):
+        ids = out(["docker", kind, "ls", "-q", "--filter", f"label={LABEL}.prefix={PREFIX}"]).split()
+        for ident in ids:
+            run(["docker", kind, "rm", ident], check=False, quiet=True)
+    if args.images:
+        tags = [BASE_IMAGE, TINY_IMAGE, NODE_IMAGE] + [spec[0] for spec in ENGINE_IMAGES.values()]
+        for tag in tags:
+            run(["docker", "image", "rm", tag], check=False, quiet=True)
+        log("removed lab images")
+    if INVENTORY.exists():
+        INVENTORY.unlink()
+    log("lab is down")
+
+
+def cmd_status(_args: argparse.Namespace) -> None:
+    nodes = running_nodes() if docker_ok() else []
+    if not nodes:
+        print("no lab nodes")
+        return
+    print(f"{'node':10} {'state':8} {'mgmt':16} {'fabric':30} {'engine':14} {'images'}")
+    for name in nodes:
+        i = int(name.rsplit("-", 1)[1])
+        mgmt_ip, fabric_ip, ifname = node_addrs(i)
+        state = out(["docker", "container", "inspect", "--format", "{{.State.Status}}", name], check=False)
+        engine = images = "-"
+        if state == "running":
+            proc = dexec(name, "docker", "version", "--format", "{{.Server.Version}}", check=False)
+            engine = proc.stdout.decode().strip() if proc.returncode == 0 else "no answer"
+            proc = dexec(name, "docker", "images", "--format", "{{.Repository}}:{{.Tag}}", check=False)
+            images = ",".join(proc.stdout.decode().split()) or "-"
+        print(f"{name:10} {state:8} {mgmt_ip:16} {ifname + ' ' + fabric_ip:30} {engine:14} {images}")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("images", help="build lab images whose inputs changed")
+    p.add_argument("names", nargs="*", help="base, tiny, node, " + ", ".join(ENGINE_IMAGES))
+    p = sub.add_parser("up", help="start the lab")
+    p.add_argument("--nodes", type=int, default=int(os.environ.get("DGXSPARK_LAB_NODES", "2")))
+    p.add_argument("--load", action="append", default=[], metavar="IMAGE", help="also load IMAGE into every node")
+    p.add_argument("--no-engine-images", action="store_true", help="do not build the engine images")
+    p = sub.add_parser("down", help="remove the lab")
+    p.add_argument("--images", action="store_true", help="also remove the lab's images")
+    sub.add_parser("status", help="show the lab")
+    p = sub.add_parser("load", help="load images from this machine's engine into every node")
+    p.add_argument("images", nargs="+")
+    sub.add_parser("inventory", help="rewrite inventories/lab/hosts.yml")
+    args = parser.parse_args(argv)
+    if args.cmd == "images":
+        build_images(args.names)
+    elif args.cmd == "up":
+        cmd_up(args)
+    elif args.cmd == "down":
+        cmd_down(args)
+    elif args.cmd == "status":
+        cmd_status(args)
+    elif args.cmd == "load":
+        load_images(args.images, running_nodes())
+    elif args.cmd == "inventory":
+        write_inventory(running_nodes())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,24 @@
+# Copyright: dgxspark.vllm contributors
+# Apache License 2.0 (see LICENSE)
+"""Shared wording for the ``attributes`` section of the collection's modules."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    # Each module states its own support level; this fragment only supplies the
+    # descriptions, so that every module explains the attributes the same way.
+    DOCUMENTATION = r"""
+options: {}
+attributes:
+  check_mode:
+    description: Can run in check mode and report what would change without changing the target.
+  diff_mode:
+    description: Returns details on what has changed, or would change in check mode, when run with C(--diff).
+  idempotent:
+    description:
+      - When run twice in a row with the same arguments, the second run reports no change.
+  platform:
+    description: Target operating systems this module runs on.
+    platforms: posix
+"""
