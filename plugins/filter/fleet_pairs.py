@@ -1,5 +1,5 @@
 # Copyright: dgxspark.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters that turn an inventory into the fleet model: pairs, heads, workers."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ description:
   - A pair is a group whose hosts are all in the fleet group and which holds exactly one host with
     C(dgxspark_node_role=head). A host may name its pair explicitly with the host variable C(dgxspark_pair),
     which wins over group membership.
-  - Inconsistent inventories are reported, not guessed: the result's C(errors) lists every problem with the
+  - Inconsistent inventories are reported, not guessed. The result's C(errors) lists every problem with the
     pair or host it concerns and how to fix it (a host in no pair or in two, a pair without a head or with two,
     duplicate fabric IPs, a node count that does not match the parallelism).
 positional: _input
