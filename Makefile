@@ -10,7 +10,7 @@ NODES ?= 2
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv engine lab-images lab-up lab-down lab-status demo test unit lint sanity sanity-latest \
+.PHONY: help venv host-deps engine lab-images lab-up lab-down lab-status demo test unit lint sanity sanity-latest \
         build-check molecule lab-test clean
 
 help:
@@ -28,7 +28,18 @@ $(BIN)/.stamp: requirements.txt requirements-test.txt
 
 venv: $(BIN)/.stamp
 
-engine:
+# The newest ansible-core needs Python 3.12 (a pyenv install on the build machines).
+PY312 ?= $(firstword $(wildcard /root/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12 2>/dev/null))
+.venv-latest/.stamp: requirements-sanity-latest.txt
+	@test -n "$(PY312)" || { echo "no Python 3.12 found: set PY312=/path/to/python3.12"; exit 1; }
+	@test -x .venv-latest/bin/python || $(PY312) -m venv .venv-latest
+	.venv-latest/bin/pip install -q -r requirements-sanity-latest.txt
+	@touch $@
+
+host-deps:
+	@lab/host-deps.sh
+
+engine: host-deps
 	@lab/docker-engine.sh
 
 lab-images: engine
@@ -53,8 +64,11 @@ lint: venv
 	$(BIN)/ansible-lint
 	$(BIN)/antsibull-changelog lint
 
-sanity: venv
+sanity: venv host-deps
 	tools/sanity.sh
+
+sanity-latest: .venv-latest/.stamp host-deps
+	tools/sanity.sh --venv .venv-latest --python 3.12
 
 build-check: venv
 	tools/build-check.sh
@@ -67,7 +81,7 @@ lab-test: venv engine
 
 # Everything CI runs. The last step is pytest (unit + engine + lab tests), so the
 # output ends with pytest's own summary line.
-test: venv engine lint sanity build-check molecule
+test: venv engine lint sanity sanity-latest build-check molecule
 	$(BIN)/pytest tests/unit $(wildcard lab/engine/tests) tests/lab
 
 clean: lab-down

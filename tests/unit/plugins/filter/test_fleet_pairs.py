@@ -5,18 +5,16 @@ import pytest
 from ansible_collections.dgxspark.vllm.plugins.filter.fleet_pairs import fleet_pairs, resolve_fleet
 
 
-def inv(pairs, extra_groups=None, **hostvars_over):
+def inv(pairs, extra_groups=None):
     groups = {"all": [], "ungrouped": [], "spark_pairs": []}
     hostvars = {}
     for pair, hosts in pairs.items():
-        groups[pair] = [h for h, _ in hosts]
+        groups[pair] = [host for host, _role in hosts]
         for host, role in hosts:
             groups["spark_pairs"].append(host)
             groups["all"].append(host)
             hostvars[host] = {"dgxspark_node_role": role, "dgxspark_fabric_ip": f"192.168.100.{len(hostvars) + 11}"}
     groups.update(extra_groups or {})
-    for host, over in hostvars_over.items():
-        hostvars[host.replace("_", "-")].update(over)
     return groups, hostvars
 
 
