@@ -12,6 +12,7 @@ Commands:
   images [NAME ...]   build lab images whose inputs changed (all by default)
   up                  build images as needed, start the nodes, write the inventory
   down                remove every container, network, volume and image tag the lab made
+                      (built images stay in a file cache keyed by their inputs, ~/.cache/dgxspark-lab)
   status              show the nodes, their addresses and whether their engines answer
   load IMAGE...       copy images from this machine's engine into every node
   inventory           (re)write inventories/lab/hosts.yml from the running nodes
@@ -89,6 +90,42 @@ def docker_ok() -> bool:
     return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
+CACHE = Path(os.environ.get("DGXSPARK_LAB_CACHE", Path.home() / ".cache" / "dgxspark-lab"))
+
+
+def cache_file(image: str, inputs: str) -> Path:
+    return CACHE / f"{image.replace('/', '_').replace(':', '_')}-{inputs}.tar"
+
+
+def restore_cached(image: str, inputs: str) -> bool:
+    """Load IMAGE from the file cache when a copy built from the same inputs is there."""
+    if image_inputs_label(image) == inputs:
+        log(f"{image} is up to date ({inputs})")
+        return True
+    path = cache_file(image, inputs)
+    if not path.exists():
+        return False
+    proc = run(["docker", "load", "-q", "-i", str(path)], check=False, quiet=True)
+    if proc.returncode == 0 and image_inputs_label(image) == inputs:
+        log(f"{image} restored from {path}")
+        return True
+    path.unlink(missing_ok=True)  # unreadable or stale: rebuild
+    return False
+
+
+def store_cached(image: str, inputs: str) -> None:
+    """Keep a copy keyed by its inputs, so `down` can remove the tag and `up` need not rebuild."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    prefix = image.replace("/", "_").replace(":", "_") + "-"
+    for old in CACHE.glob(prefix + "*.tar"):
+        old.unlink()
+    tmp = cache_file(image, inputs).with_suffix(".partial")
+    if run(["docker", "save", "-o", str(tmp), image], check=False, quiet=True).returncode == 0:
+        tmp.rename(cache_file(image, inputs))
+    else:
+        tmp.unlink(missing_ok=True)
+
+
 def image_inputs_label(image: str) -> str | None:
     proc = run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", image], check=False, capture=True)
     if proc.returncode != 0:
@@ -129,8 +166,7 @@ def ensure_host_tool(tool: str, package: str) -> None:
 def build_base() -> str:
     """Debian bookworm minbase via debootstrap, imported as an image; rebuilt only when its recipe changes."""
     inputs = hash_inputs("base-v1", BASE_SUITE, ",".join(BASE_INCLUDE), DEBIAN_MIRROR)
-    if image_inputs_label(BASE_IMAGE) == inputs:
-        log(f"{BASE_IMAGE} is up to date ({inputs})")
+    if restore_cached(BASE_IMAGE, inputs):
         return inputs
     ensure_host_tool("debootstrap", "debootstrap")
     STATE.mkdir(parents=True, exist_ok=True)
@@ -158,6 +194,7 @@ def build_base() -> str:
         if tar.wait() != 0 or imp.returncode != 0:
             die(f"importing the base rootfs into {BASE_IMAGE} failed")
         log(f"built {BASE_IMAGE} ({inputs}) in {time.time() - t0:.0f}s")
+        store_cached(BASE_IMAGE, inputs)
     finally:
         shutil.rmtree(rootfs, ignore_errors=True)
     return inputs
@@ -168,8 +205,7 @@ def build_tiny() -> str:
     ensure_host_tool("busybox", "busybox-static")
     busybox = Path(shutil.which("busybox") or "/bin/busybox").resolve()
     inputs = hash_inputs("tiny-v1", busybox.read_bytes())
-    if image_inputs_label(TINY_IMAGE) == inputs:
-        log(f"{TINY_IMAGE} is up to date ({inputs})")
+    if restore_cached(TINY_IMAGE, inputs):
         return inputs
     with tempfile.TemporaryDirectory(dir=STATE if STATE.exists() else None) as tmp:
         root = Path(tmp)
@@ -186,12 +222,12 @@ def build_tiny() -> str:
         if tar.wait() != 0 or imp.returncode != 0:
             die(f"importing {TINY_IMAGE} failed")
     log(f"built {TINY_IMAGE} ({inputs})")
+    store_cached(TINY_IMAGE, inputs)
     return inputs
 
 
 def docker_build(image: str, dockerfile: Path, context: Path, inputs: str, base: str) -> None:
-    if image_inputs_label(image) == inputs:
-        log(f"{image} is up to date ({inputs})")
+    if restore_cached(image, inputs):
         return
     log(f"building {image} ({inputs})")
     t0 = time.time()
@@ -202,6 +238,7 @@ def docker_build(image: str, dockerfile: Path, context: Path, inputs: str, base:
         sys.stderr.write(proc.stderr.decode(errors="replace")[-6000:])
         die(f"docker build of {image} failed")
     log(f"built {image} in {time.time() - t0:.0f}s")
+    store_cached(image, inputs)
 
 
 def prepare_context() -> None:
@@ -450,11 +487,16 @@ def cmd_down(args: argparse.Namespace) -> None:
         ids = out(["docker", kind, "ls", "-q", "--filter", f"label={LABEL}.prefix={PREFIX}"]).split()
         for ident in ids:
             run(["docker", kind, "rm", ident], check=False, quiet=True)
-    if args.images:
+    if not args.keep_images:
+        # Only tags the lab made (they carry its label); copies stay in the file cache for the next `up`.
         tags = [BASE_IMAGE, TINY_IMAGE, NODE_IMAGE] + [spec[0] for spec in ENGINE_IMAGES.values()]
+        removed = []
         for tag in tags:
-            run(["docker", "image", "rm", tag], check=False, quiet=True)
-        log("removed lab images")
+            if image_inputs_label(tag) is not None:
+                run(["docker", "image", "rm", tag], check=False, quiet=True)
+                removed.append(tag)
+        if removed:
+            log(f"removed lab image tags ({', '.join(removed)}); cached copies stay in {CACHE}")
     if INVENTORY.exists():
         INVENTORY.unlink()
     log("lab is down")
@@ -489,7 +531,8 @@ def main(argv: list[str]) -> None:
     p.add_argument("--load", action="append", default=[], metavar="IMAGE", help="also load IMAGE into every node")
     p.add_argument("--no-engine-images", action="store_true", help="do not build the engine images")
     p = sub.add_parser("down", help="remove the lab")
-    p.add_argument("--images", action="store_true", help="also remove the lab's images")
+    p.add_argument("--keep-images", action="store_true",
+                   help="keep the lab's image tags (tests and molecule use this between runs)")
     sub.add_parser("status", help="show the lab")
     p = sub.add_parser("load", help="load images from this machine's engine into every node")
     p.add_argument("images", nargs="+")

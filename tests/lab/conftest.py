@@ -57,4 +57,4 @@ def lab():
                            env=ansible_env()).stdout)
     yield hosts
     if os.environ.get("DGXSPARK_LAB_KEEP") != "1":
-        run([*LAB, "down"], check=False)
+        run([*LAB, "down", "--keep-images"], check=False)

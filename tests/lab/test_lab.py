@@ -111,7 +111,7 @@ def test_lab_up_and_down_leave_nothing_behind():
     try:
         run([*LAB, "up", "--nodes", "1", "--no-engine-images"], env=env)
         assert node_exec("ltest-1", "docker", "info", "--format", "{{.Name}}").stdout.strip() == "ltest-1"
-        run([*LAB, "down"], env=env)
+        run([*LAB, "down", "--keep-images"], env=env)  # the image tags are shared with the session lab
     finally:
         if saved is not None:
             inventory.write_text(saved)
