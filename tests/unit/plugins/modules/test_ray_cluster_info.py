@@ -1,0 +1,175 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of main() of the ray_cluster_info module with a mocked Docker client and real Ray outputs."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from unittest import mock
+
+import pytest
+from docker.errors import DockerException, NotFound
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.vllm.plugins.modules import ray_cluster_info as mod
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "ray"
+SECRET = "0123456789abcdef-token"
+
+
+def fx(name):
+    return (FIXTURES / name).read_bytes()
+
+
+class FakeContainer:
+    """A head container whose exec answers from fixtures, keyed by the Ray subcommand."""
+
+    def __init__(self, answers, status="running", env=None):
+        self.answers = answers
+        self.status = status
+        self.short_id = "4f1c2a9b0d3e"
+        default_env = ["PATH=/usr/bin", "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN_PATH=/run/dgxspark/ray_token"]
+        self.attrs = {"Config": {"Env": env if env is not None else default_env}}
+        self.calls = []
+
+    def exec_run(self, cmd, **kwargs):
+        self.calls.append((cmd, kwargs))
+        key = cmd[3] if cmd[3] != "list" else cmd[4]  # after ["timeout", N, "ray"]
+        code, out, err = self.answers[key]
+        return mock.Mock(exit_code=code, output=(out, err))
+
+
+HEALTHY = {"--version": (0, fx("version.txt"), None), "nodes": (0, fx("nodes_healthy.json"), None),
+           "placement-groups": (0, fx("pgs_healthy.json"), None), "status": (0, fx("status_healthy.txt"), None)}
+DEAD = {"--version": (0, fx("version.txt"), None), "nodes": (0, fx("nodes_dead.json"), None),
+        "placement-groups": (0, fx("pgs_dead.json"), None), "status": (0, fx("status_dead.txt"), None)}
+
+
+def run(capsys, args=None, container=None, get_error=None, from_env_error=None):
+    client = mock.Mock()
+    if get_error:
+        client.containers.get.side_effect = get_error
+    else:
+        client.containers.get.return_value = container
+    from_env = mock.Mock(return_value=client, side_effect=from_env_error)
+    with patch_module_args(args or {}), mock.patch.object(mod.docker, "from_env", from_env):
+        with pytest.raises(SystemExit) as exc:
+            mod.main()
+    return json.loads(capsys.readouterr().out), exc.value.code, client
+
+
+def test_healthy_cluster(capsys):
+    container = FakeContainer(HEALTHY)
+    result, code, client = run(capsys, {"_ansible_check_mode": True}, container)
+    assert code == 0
+    client.containers.get.assert_called_once_with("dgxspark-ray-head")
+    assert result["changed"] is False
+    assert result["reachable"] is True
+    assert (result["ray_version"], result["auth_mode"]) == ("2.54.1", "token")
+    assert (result["alive_nodes"], result["dead_nodes"], result["gpus_total"], result["gpus_available"]) == (
+        2, 0, 2.0, 2.0)
+    assert result["alive_node_ips"] == ["127.0.0.2", "127.0.0.3"]
+    assert [g["state"] for g in result["placement_groups"]] == ["PENDING", "CREATED"]
+    assert result["container"] == {"name": "dgxspark-ray-head", "status": "running", "id": "4f1c2a9b0d3e"}
+    assert result["status_text"].startswith("======== Autoscaler status")
+    argv = [cmd for cmd, _kw in container.calls]
+    assert argv[1] == ["timeout", "30", "ray", "list", "nodes", "--format", "json", "--detail", "--limit", "10000",
+                       "--address", "http://127.0.0.1:8265"]
+    for _cmd, kwargs in container.calls:
+        assert kwargs["environment"] == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/run/dgxspark/ray_token"}
+        assert kwargs["demux"] is True
+
+
+def test_dead_worker(capsys):
+    result, code, _client = run(capsys, {"container": "head", "dashboard_address": "http://127.0.0.1:28265",
+                                         "timeout": 5}, FakeContainer(DEAD, env=[]))
+    assert code == 0
+    assert (result["alive_nodes"], result["dead_nodes"], result["dead_node_ips"], result["gpus_total"]) == (
+        1, 1, ["127.0.0.3"], 1.0)
+    assert result["auth_mode"] is None
+    assert result["nodes"][1]["state"] == "DEAD"
+    assert {g["name"]: g["state"] for g in result["placement_groups"]}["vllm_tp2"] == "RESCHEDULING"
+
+
+def test_no_auth_env_passes_nothing(capsys):
+    container = FakeContainer(HEALTHY, env=["PATH=/usr/bin", "RAY_AUTH_TOKEN_PATH="])
+    run(capsys, {}, container)
+    assert all(kwargs["environment"] == {} for _cmd, kwargs in container.calls)
+
+
+def test_missing_container_is_not_a_failure(capsys):
+    result, code, _client = run(capsys, {}, get_error=NotFound("no such container"))
+    assert code == 0
+    assert result == {"changed": False, "reachable": False,
+                      "msg": "container dgxspark-ray-head does not exist on this node",
+                      "container": {"name": "dgxspark-ray-head", "status": None, "id": None},
+                      "invocation": result["invocation"]}
+
+
+def test_stopped_container_fails_when_asked(capsys):
+    container = FakeContainer(HEALTHY, status="exited")
+    result, code, _client = run(capsys, {"fail_on_unreachable": True}, container)
+    assert code == 1
+    assert result["failed"] is True
+    assert result["msg"] == ("container dgxspark-ray-head is exited, not running; start the Ray head (the ray_cluster "
+                             "role) first")
+    assert container.calls == []
+
+
+def test_ray_command_failure_is_an_error(capsys):
+    answers = dict(HEALTHY, nodes=(1, b"", b"Error: Failed to connect to API server.\n"))
+    result, code, _client = run(capsys, {}, FakeContainer(answers))
+    assert code == 1
+    assert result["msg"] == ("`ray list nodes --format json --detail --limit 10000 --address http://127.0.0.1:8265` "
+                             "failed in the head container (exit 1): Error: Failed to connect to API server.")
+
+
+def test_ray_command_timeout(capsys):
+    answers = dict(HEALTHY, status=(124, b"", b""))
+    result, code, _client = run(capsys, {"timeout": 7}, FakeContainer(answers))
+    assert code == 1
+    assert result["msg"].endswith("failed in the head container (exit 124): no answer within 7s")
+
+
+def test_unparsable_output(capsys):
+    answers = dict(HEALTHY, nodes=(0, b"Traceback (most recent call last):\n", b""))
+    result, code, _client = run(capsys, {}, FakeContainer(answers))
+    assert code == 1
+    assert result["msg"].startswith("unexpected Ray output in dgxspark-ray-head: `ray list nodes` did not print JSON")
+
+
+def test_docker_daemon_down(capsys):
+    result, code, _client = run(capsys, {}, from_env_error=DockerException("Error while fetching server API version"))
+    assert code == 1
+    assert result["msg"].startswith("cannot talk to the Docker daemon on this node: Error while fetching server API")
+
+
+def test_docker_host_option(capsys):
+    client = mock.Mock()
+    client.containers.get.return_value = FakeContainer(HEALTHY)
+    with patch_module_args({"docker_host": "unix:///run/docker.sock"}), \
+            mock.patch.object(mod.docker, "DockerClient", return_value=client) as docker_client:
+        with pytest.raises(SystemExit):
+            mod.main()
+    docker_client.assert_called_once_with(base_url="unix:///run/docker.sock")
+    assert json.loads(capsys.readouterr().out)["reachable"] is True
+
+
+def test_missing_docker_sdk(capsys):
+    with patch_module_args({}), mock.patch.object(mod, "HAS_DOCKER", False), \
+            mock.patch.object(mod, "DOCKER_IMPORT_ERROR", "ImportError: No module named docker"):
+        with pytest.raises(SystemExit):
+            mod.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] is True
+    assert "Failed to import the required Python library (docker)" in result["msg"]
+
+
+def test_token_value_never_returned(capsys, tmp_path):
+    container = FakeContainer(HEALTHY, env=["RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN_PATH=/run/t",
+                                            f"RAY_AUTH_TOKEN={SECRET}"])
+    result, _code, _client = run(capsys, {}, container)
+    assert SECRET not in json.dumps(result)
+    assert all("RAY_AUTH_TOKEN" not in kwargs["environment"] for _cmd, kwargs in container.calls)

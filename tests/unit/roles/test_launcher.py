@@ -1,0 +1,418 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of roles/ray_cluster/files/dgxspark-launch (the node containers' command).
+
+The pure logic is imported from the script; the supervision paths run the script
+as a real process (mode mp needs no Ray). The Ray outputs are fixtures captured
+from a real Ray 2.54.1 cluster (tests/unit/plugins/fixtures/ray/README.md).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import pathlib
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "roles" / "ray_cluster" / "files" / "dgxspark-launch"
+FIXTURES = ROOT / "tests" / "unit" / "plugins" / "fixtures" / "ray"
+
+
+def _load():
+    loader = importlib.machinery.SourceFileLoader("dgxspark_launch", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("dgxspark_launch", loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["dgxspark_launch"] = module  # dataclasses resolve annotations through sys.modules
+    loader.exec_module(module)
+    return module
+
+
+L = _load()
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+HEAD = ["head", "--node-ip", "192.168.100.10", "--expect-nodes", "2", "--expect-gpus", "2", "--wait-timeout", "300"]
+
+
+# ---------------------------------------------------------------- arguments
+
+def test_script_is_run_by_python3_not_by_its_shebang():
+    # The collection always starts it as `python3 <path>` (images may have no `python`), so it has no
+    # shebang and is not executable (ansible-test's shebang rule allows no python3 shebang here).
+    assert not os.access(SCRIPT, os.X_OK)
+    assert not SCRIPT.read_text().startswith("#!")
+    assert L.LAUNCHER_VERSION == "1.0.0"
+
+
+def test_split_serve_argv_at_first_double_dash():
+    assert L.split_serve_argv(["mp", "--", "vllm", "serve", "--", "x"]) == (["mp"], ["vllm", "serve", "--", "x"])
+    assert L.split_serve_argv(["version"]) == (["version"], [])
+
+
+def test_head_defaults_and_serve_argv():
+    args = L.parse_args(HEAD + ["--expect-node-ip", "192.168.100.11", "--ray-arg=--object-store-memory=1073741824",
+                                "--", "vllm", "serve", "Qwen/Qwen3.5-122B-A10B-FP8", "-tp", "2"])
+    assert args.mode == "head"
+    assert (args.port, args.num_gpus, args.dashboard_host, args.dashboard_port) == (6379, 1, "127.0.0.1", 8265)
+    assert args.expect_node_ip == ["192.168.100.11"]
+    assert args.serve == ["vllm", "serve", "Qwen/Qwen3.5-122B-A10B-FP8", "-tp", "2"]
+    assert args.wait_timeout == 300.0
+    assert L.ray_head_argv(args) == [
+        "ray", "start", "--head", "--block", "--node-ip-address", "192.168.100.10", "--port", "6379",
+        "--dashboard-host", "127.0.0.1", "--num-gpus", "1", "--disable-usage-stats",
+        "--ray-client-server-port", "10001", "--dashboard-port", "8265",
+        "--node-manager-port", "6700", "--object-manager-port", "6701", "--runtime-env-agent-port", "6702",
+        "--dashboard-agent-grpc-port", "6703", "--metrics-export-port", "6704",
+        "--dashboard-agent-listen-port", "52365", "--min-worker-port", "10002", "--max-worker-port", "10101",
+        "--object-store-memory=1073741824"]
+
+
+def test_head_ip_in_expected_list_is_implied_and_deduplicated():
+    args = L.parse_args(HEAD + ["--expect-node-ip", "192.168.100.10", "--expect-node-ip", "192.168.100.11",
+                                "--expect-node-ip", "192.168.100.11"])
+    assert args.expect_node_ip == ["192.168.100.11"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (HEAD + ["--expect-node-ip", "10.0.0.1", "--expect-node-ip", "10.0.0.2"], "3 node IPs expected"),
+    (["mp"], "mp needs the engine argv"),
+    (["worker", "--head-ip", "1.2.3.4", "--node-ip", "1.2.3.5", "--", "vllm"], "worker takes no serving argv"),
+    (HEAD[:-2], "--wait-timeout"),
+    (HEAD + ["--port", "70000"], "not a TCP port"),
+    (HEAD + ["--min-worker-port", "20000", "--max-worker-port", "10000"], "--min-worker-port must not be above"),
+])
+def test_bad_arguments_exit_2(capsys, argv, needle):
+    with pytest.raises(SystemExit) as exc:
+        L.parse_args(argv)
+    assert exc.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_worker_argv():
+    args = L.parse_args(["worker", "--head-ip", "192.168.100.10", "--node-ip", "192.168.100.11", "--num-gpus", "1",
+                         "--node-manager-port", "7000"])
+    assert args.connect_timeout == 300.0
+    assert L.ray_worker_argv(args, ray="/usr/bin/ray") == [
+        "/usr/bin/ray", "start", "--block", "--address", "192.168.100.10:6379", "--node-ip-address",
+        "192.168.100.11", "--num-gpus", "1", "--disable-usage-stats",
+        "--node-manager-port", "7000", "--object-manager-port", "6701", "--runtime-env-agent-port", "6702",
+        "--dashboard-agent-grpc-port", "6703", "--metrics-export-port", "6704",
+        "--dashboard-agent-listen-port", "52365", "--min-worker-port", "10002", "--max-worker-port", "10101"]
+
+
+@pytest.mark.parametrize("host, url", [("127.0.0.1", "http://127.0.0.1:8265"), ("0.0.0.0", "http://127.0.0.1:8265"),
+                                       ("::1", "http://[::1]:8265")])
+def test_dashboard_url(host, url):
+    assert L.dashboard_url(L.parse_args(HEAD + ["--dashboard-host", host])) == url
+
+
+def test_version_mode(capsys):
+    assert L.main(["version"]) == 0
+    assert capsys.readouterr().out == "1.0.0\n"
+
+
+# ---------------------------------------------------------------- token auth
+
+SECRET = "s3cr3t-token-value"
+
+
+def test_auth_off():
+    assert L.check_auth({}) is None
+    assert L.check_auth({"RAY_AUTH_MODE": "disabled"}) is None
+
+
+def test_auth_token_file_ok(tmp_path):
+    token = tmp_path / "auth_token"
+    token.write_text(SECRET)
+    token.chmod(0o600)
+    note = L.check_auth({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
+    assert note == f"Ray token authentication on, token file {token} (mode 0600)"
+    token.chmod(0o644)
+    note = L.check_auth({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
+    assert note.endswith("WARNING: the file is readable by group/others, 0600 is expected")
+    assert SECRET not in note
+
+
+@pytest.mark.parametrize("env, needle", [
+    ({"RAY_AUTH_MODE": "token"}, "RAY_AUTH_TOKEN_PATH is not set"),
+    ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/nonexistent/auth_token"}, "cannot stat the token file"),
+    ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": SECRET}, "RAY_AUTH_TOKEN is set in the environment"),
+    ({"RAY_AUTH_MODE": "magic"}, "RAY_AUTH_MODE='magic' is not supported"),
+])
+def test_auth_errors(env, needle):
+    with pytest.raises(L.LaunchError) as exc:
+        L.check_auth(env)
+    assert needle in str(exc.value)
+    assert exc.value.code == L.EXIT_AUTH
+    assert SECRET not in str(exc.value)
+
+
+def test_auth_empty_file_and_directory(tmp_path):
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    with pytest.raises(L.LaunchError, match="is empty"):
+        L.check_auth({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(empty)})
+    with pytest.raises(L.LaunchError, match="is not a regular file"):
+        L.check_auth({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tmp_path)})
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads mode 000 files")
+def test_auth_unreadable_file(tmp_path):
+    token = tmp_path / "auth_token"
+    token.write_text(SECRET)
+    token.chmod(0)
+    with pytest.raises(L.LaunchError, match="cannot read the token file"):
+        L.check_auth({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
+
+
+# ---------------------------------------------------------------- parsing real Ray output
+
+def test_parse_list_nodes_healthy_fixture():
+    nodes = L.parse_list_nodes(fixture("nodes_healthy.json"))
+    assert [(n.ip, n.alive, n.gpus, n.is_head) for n in nodes] == [
+        ("127.0.0.2", True, 1.0, True), ("127.0.0.3", True, 1.0, False)]
+    assert all(len(n.node_id) == 56 for n in nodes)
+
+
+def test_parse_list_nodes_dead_fixture():
+    nodes = L.parse_list_nodes(fixture("nodes_dead.json"))
+    assert sorted((n.ip, n.alive) for n in nodes) == [("127.0.0.2", True), ("127.0.0.3", False)]
+
+
+def test_parse_list_nodes_rejects_non_list():
+    with pytest.raises(ValueError):
+        L.parse_list_nodes('{"node_id": "x"}')
+    with pytest.raises(ValueError):
+        L.parse_list_nodes(fixture("pgs_empty.txt"))
+
+
+def test_parse_status_text_fixtures():
+    assert L.parse_status_text(fixture("status_healthy.txt")) == (2, 2.0)
+    # Captured right after the node died: `ray status` still counts it, but not its GPU.
+    assert L.parse_status_text(fixture("status_dead.txt")) == (2, 1.0)
+    assert L.parse_status_text(fixture("status_nogpu.txt")) == (1, 0.0)
+    with pytest.raises(ValueError):
+        L.parse_status_text("Traceback (most recent call last):\n  ConnectionError\n")
+
+
+def test_parse_sdk_nodes():
+    nodes = L.parse_sdk_nodes('[{"node_id": "a", "ip": "10.0.0.1", "alive": true, "gpus": 1.0, "is_head": true},'
+                              ' {"node_id": "b", "ip": "10.0.0.2", "alive": false, "gpus": 1}]')
+    assert [(n.node_id, n.ip, n.alive, n.gpus, n.is_head) for n in nodes] == [
+        ("a", "10.0.0.1", True, 1.0, True), ("b", "10.0.0.2", False, 1.0, False)]
+
+
+# ---------------------------------------------------------------- wait decision
+
+def node(ip, alive=True, gpus=1.0):
+    return L.Node(node_id="id-" + ip, ip=ip, alive=alive, gpus=gpus)
+
+
+def test_evaluate_complete_from_fixture():
+    probe = L.Probe(source="ray list nodes", nodes=L.parse_list_nodes(fixture("nodes_healthy.json")))
+    state = L.evaluate(probe, 2, 2, ["127.0.0.2", "127.0.0.3"])
+    assert state.done is True
+    assert state.summary(2, 2) == "2/2 nodes alive, 2/2 GPUs"
+
+
+def test_evaluate_dead_worker_from_fixture():
+    probe = L.Probe(source="ray list nodes", nodes=L.parse_list_nodes(fixture("nodes_dead.json")))
+    state = L.evaluate(probe, 2, 2, ["127.0.0.2", "127.0.0.3"])
+    assert state.done is False
+    assert state.missing_ips == ["127.0.0.3"]
+    assert state.summary(2, 2) == ("1/2 nodes alive, 1/2 GPUs; waiting for node(s) at 127.0.0.3; "
+                                   "dead node(s) at 127.0.0.3")
+
+
+def test_evaluate_wrong_ip_worker_is_named():
+    probe = L.Probe(source="gcs", nodes=[node("192.168.100.10"), node("10.10.0.11")])
+    state = L.evaluate(probe, 2, 2, ["192.168.100.10", "192.168.100.11"])
+    assert state.done is False
+    assert (state.alive, state.gpus, state.missing_ips, state.unexpected_ips) == (
+        2, 2.0, ["192.168.100.11"], ["10.10.0.11"])
+    assert "unexpected IP(s) 10.10.0.11 (wrong --node-ip" in state.summary(2, 2)
+
+
+def test_evaluate_without_full_ip_list_does_not_flag_workers():
+    probe = L.Probe(source="gcs", nodes=[node("192.168.100.10"), node("192.168.100.11")])
+    state = L.evaluate(probe, 2, 2, ["192.168.100.10"])
+    assert (state.done, state.unexpected_ips) == (True, [])
+
+
+def test_evaluate_gpus_missing_keeps_waiting():
+    probe = L.Probe(source="gcs", nodes=[node("a"), node("b", gpus=0.0)])
+    state = L.evaluate(probe, 2, 2, ["a"])
+    assert (state.done, state.gpus) == (False, 1.0)
+
+
+def test_evaluate_counts_only():
+    state = L.evaluate(L.Probe(source="ray status", alive_count=2, gpus=2.0), 2, 2, ["x", "y"])
+    assert (state.done, state.ips_known) == (True, False)
+    state = L.evaluate(L.Probe(source="ray status", alive_count=1, gpus=1.0), 2, 2, ["x", "y"])
+    assert state.done is False
+    assert state.summary(2, 2).endswith("node IPs unknown (state API unavailable), counting only")
+
+
+def test_timeout_message_names_missing_node_and_status():
+    args = L.parse_args(HEAD + ["--expect-node-ip", "192.168.100.11"])
+    expected_ips = ["192.168.100.10", "192.168.100.11"]
+    state = L.evaluate(L.Probe(source="gcs", nodes=[node("192.168.100.10")]), 2, 2, expected_ips)
+    text = L.timeout_message(state, None, args, fixture("status_dead.txt"))
+    lines = text.splitlines()
+    assert lines[0] == "timed out after 300s waiting for the Ray cluster (2 nodes, 2 GPUs)"
+    assert lines[1] == "last state: 1/2 nodes alive, 1/2 GPUs; waiting for node(s) at 192.168.100.11"
+    assert lines[2] == ("missing node 192.168.100.11: check that its worker container runs, reaches "
+                        "192.168.100.10:6379 and starts Ray with --node-ip 192.168.100.11")
+    assert lines[3] == "ray status:"
+    assert "Active:" in text
+
+
+def test_timeout_message_unreadable_state():
+    args = L.parse_args(HEAD)
+    text = L.timeout_message(None, L.Probe(source="none", error="gcs: connection refused"), args, None)
+    assert text.splitlines()[1] == "the cluster state could not be read: gcs: connection refused"
+
+
+def test_head_registered():
+    assert L.head_registered([node("10.0.0.1"), node("10.0.0.2")], 0, "10.0.0.1") is True
+    assert L.head_registered([node("10.0.0.2")], 0, "10.0.0.1") is False
+    assert L.head_registered([node("10.0.0.1", alive=False)], 0, "10.0.0.1") is False
+    assert L.head_registered(None, 1, "10.0.0.1") is True
+    assert L.head_registered(None, 0, "10.0.0.1") is False
+
+
+# ---------------------------------------------------------------- probing with stand-in `ray` commands
+
+def _fake(path: pathlib.Path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_probe_falls_back_to_ray_status(tmp_path):
+    status = FIXTURES / "status_healthy.txt"
+    script = f'if [ "$1" = status ]; then cat {status}; exit 0; fi\necho "Failed to connect to API server" >&2; exit 1\n'
+    ray = _fake(tmp_path / "ray", script)
+    python = _fake(tmp_path / "python", 'echo "ModuleNotFoundError: No module named ray" >&2; exit 1\n')
+    probe = L.probe_cluster(ray, python, "10.0.0.1:6379", "http://127.0.0.1:8265", timeout=10)
+    got = (probe.source, probe.nodes, probe.alive_count, probe.gpus, probe.error)
+    assert got == ("ray status", None, 2, 2.0, None)
+
+
+def test_probe_prefers_state_api(tmp_path):
+    nodes = FIXTURES / "nodes_healthy.json"
+    ray = _fake(tmp_path / "ray", f'[ "$1" = list ] && cat {nodes} && exit 0; exit 1\n')
+    probe = L.probe_cluster(ray, "/bin/false", "10.0.0.1:6379", "http://127.0.0.1:8265", timeout=10)
+    assert probe.source == "ray list nodes"
+    assert [n.ip for n in probe.nodes] == ["127.0.0.2", "127.0.0.3"]
+
+
+def test_probe_reports_every_failure(tmp_path):
+    ray = _fake(tmp_path / "ray", 'echo "connection refused" >&2; exit 1\n')
+    probe = L.probe_cluster(ray, "/bin/false", "10.0.0.1:6379", "http://127.0.0.1:8265", timeout=10)
+    assert probe.error == "ray list nodes: connection refused; gcs: no output; ray status: connection refused"
+
+
+def test_run_is_bounded(tmp_path):
+    slow = _fake(tmp_path / "slow", "sleep 30\n")
+    start = time.monotonic()
+    code, _out, err = L._run([slow, "x"], timeout=1)
+    assert code == 124
+    assert time.monotonic() - start < 15  # far below the 30 s the child would sleep; loose for loaded CI
+    assert "did not answer within 1s" in err
+
+
+# ---------------------------------------------------------------- supervision, as a real process
+
+def _launch(args, env=None):
+    return subprocess.Popen([sys.executable, str(SCRIPT)] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+
+
+def test_mp_exit_code_is_the_engines():
+    proc = _launch(["mp", "--", sys.executable, "-c", "import sys; print('engine up'); sys.exit(7)"])
+    out, _err = proc.communicate(timeout=30)
+    assert proc.returncode == 7
+    assert "engine up" in out
+    assert "[dgxspark-launch] engine exited with code 7" in out
+
+
+def test_mp_sigterm_stops_engine_and_exits_143():
+    proc = _launch(["mp", "--stop-timeout", "5", "--", sys.executable, "-c",
+                    "import time; print('engine up', flush=True); time.sleep(120)"])
+    assert proc.stdout.readline().startswith("[dgxspark-launch] version 1.0.0, mode mp")
+    for line in proc.stdout:
+        if line.strip() == "engine up":
+            break
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, _err = proc.communicate(timeout=20)
+    assert proc.returncode == 143
+    assert time.monotonic() - start < 15  # far below the 120 s the engine would sleep; loose for loaded CI
+    assert "received SIGTERM, stopping" in out
+    assert "engine exited with code 143" in out
+
+
+def test_mp_engine_that_ignores_sigterm_is_killed():
+    proc = _launch(["mp", "--stop-timeout", "1", "--", sys.executable, "-c",
+                    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+                    "time.sleep(120)"])
+    for line in proc.stdout:
+        if line.strip() == "up":
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, _err = proc.communicate(timeout=20)
+    assert proc.returncode == 143
+    assert "engine did not stop within 1s, killing it" in out
+
+
+def test_mp_missing_engine_binary():
+    proc = _launch(["mp", "--", "/nonexistent/vllm", "serve"])
+    out, _err = proc.communicate(timeout=30)
+    assert proc.returncode == 127
+    assert "ERROR: cannot start engine (/nonexistent/vllm)" in out
+
+
+def test_head_without_ray_in_path(tmp_path):
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    proc = _launch(HEAD, env=env)
+    out, _err = proc.communicate(timeout=30)
+    assert proc.returncode == 127
+    assert "the `ray` command is not in this image's PATH" in out
+
+
+def test_head_auth_error_before_ray_starts(tmp_path):
+    ray = _fake(tmp_path / "ray", f"touch {tmp_path}/ray-was-run\n")
+    assert stat.S_IMODE(os.stat(ray).st_mode) == 0o755
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "RAY_AUTH_MODE": "token"}
+    proc = _launch(HEAD, env=env)
+    out, _err = proc.communicate(timeout=30)
+    assert proc.returncode == L.EXIT_AUTH
+    assert "ERROR: RAY_AUTH_MODE=token but RAY_AUTH_TOKEN_PATH is not set" in out
+    assert not (tmp_path / "ray-was-run").exists()
+
+
+def test_worker_times_out_naming_head_and_node(tmp_path):
+    ray = _fake(tmp_path / "ray", "exit 1\n")
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    start = time.monotonic()
+    # 127.0.0.1 port 9 (discard) is closed on test machines: connection refused at once.
+    proc = _launch(["worker", "--head-ip", "127.0.0.1", "--port", "9", "--node-ip", "127.0.0.5",
+                    "--connect-timeout", "3", "--progress-interval", "1"], env=env)
+    out, _err = proc.communicate(timeout=30)
+    assert proc.returncode == L.EXIT_TIMEOUT
+    assert time.monotonic() - start < 20  # bounded by --connect-timeout 3, loose for loaded CI
+    assert "waiting 0s/3s for the Ray head at 127.0.0.1:9 (this node 127.0.0.5): Connection refused" in out
+    assert ("ERROR: could not join the Ray head at 127.0.0.1:9 within 3s as node 127.0.0.5: Connection refused"
+            in out)
