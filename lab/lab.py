@@ -37,7 +37,7 @@ from pathlib import Path
 LAB = Path(__file__).resolve().parent
 REPO = LAB.parent
 STATE = LAB / ".state"
-INVENTORY = REPO / "inventories" / "lab" / "hosts.yml"
+INVENTORY = Path(os.environ.get("DGXSPARK_LAB_INVENTORY", REPO / "inventories" / "lab" / "hosts.yml"))
 
 LABEL = "org.dgxspark.lab"
 INPUTS_LABEL = "org.dgxspark.lab.inputs"
@@ -385,7 +385,7 @@ def wait_node(name: str, key: Path, timeout: float = 60.0) -> None:
 
 def write_inventory(nodes: list[str]) -> None:
     key = ssh_key()
-    known_hosts = STATE / "ssh" / "known_hosts"
+    known_hosts = STATE / "ssh" / f"known_hosts-{PREFIX}"
     lines = []
     for name in nodes:
         i = int(name.rsplit("-", 1)[1])
@@ -426,7 +426,7 @@ def write_inventory(nodes: list[str]) -> None:
             ]
     INVENTORY.parent.mkdir(parents=True, exist_ok=True)
     INVENTORY.write_text("\n".join(out_lines) + "\n")
-    log(f"inventory written to {INVENTORY.relative_to(REPO)}")
+    log(f"inventory written to {INVENTORY}")
 
 
 def load_images(images: list[str], nodes: list[str]) -> None:

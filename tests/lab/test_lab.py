@@ -102,19 +102,20 @@ def test_preflight_names_the_node_with_a_wrong_fabric_ip(lab, tmp_path):
     assert "spark-1: the fabric interface" not in flat
 
 
-def test_lab_up_and_down_leave_nothing_behind():
-    """A separate one-node lab (own prefix and subnets) is created and removed; nothing labelled stays."""
+def test_lab_up_and_down_leave_nothing_behind(tmp_path):
+    """A separate one-node lab (own prefix, subnets and inventory) is created and removed; nothing labelled stays."""
     env = dict(os.environ, DGXSPARK_LAB_PREFIX="ltest", DGXSPARK_LAB_MGMT_SUBNET="192.168.241.0/24",
-               DGXSPARK_LAB_FABRIC_SUBNET="192.168.101.0/24")
-    inventory = REPO / "inventories" / "lab" / "hosts.yml"
-    saved = inventory.read_text() if inventory.exists() else None
-    try:
-        run([*LAB, "up", "--nodes", "1", "--no-engine-images"], env=env)
-        assert node_exec("ltest-1", "docker", "info", "--format", "{{.Name}}").stdout.strip() == "ltest-1"
-        run([*LAB, "down", "--keep-images"], env=env)  # the image tags are shared with the session lab
-    finally:
-        if saved is not None:
-            inventory.write_text(saved)
+               DGXSPARK_LAB_FABRIC_SUBNET="192.168.101.0/24", DGXSPARK_LAB_INVENTORY=str(tmp_path / "hosts.yml"))
+    main_inventory = (REPO / "inventories" / "lab" / "hosts.yml").read_text()
+    run([*LAB, "up", "--nodes", "1", "--no-engine-images"], env=env)
+    assert "ltest-1" in (tmp_path / "hosts.yml").read_text()
+    assert node_exec("ltest-1", "docker", "info", "--format", "{{.Name}}").stdout.strip() == "ltest-1"
+    run([*LAB, "down", "--keep-images"], env=env)  # the image tags are shared with the session lab
     for kind in ("ps -a", "network ls", "volume ls"):
         listed = run(["docker", *kind.split(), "-q", "--filter", "label=org.dgxspark.lab.prefix=ltest"]).stdout
         assert listed.strip() == "", f"docker {kind} still lists lab objects: {listed}"
+    assert not (tmp_path / "hosts.yml").exists()
+    # The session's lab is untouched: same inventory, and Ansible still reaches it with its host keys.
+    assert (REPO / "inventories" / "lab" / "hosts.yml").read_text() == main_inventory
+    proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), "all", "-m", "ansible.builtin.ping"], env=ansible_env())
+    assert proc.stdout.count("SUCCESS") == 2
