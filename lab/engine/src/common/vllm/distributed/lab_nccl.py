@@ -1,0 +1,360 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The lab's stand-in for torch.distributed + NCCL between tensor-parallel ranks.
+
+Two stages, as in vLLM:
+
+1. ``distributed_init_method`` (``tcp://host:port``): rank 0 hosts a small key
+   store on all interfaces (torch's TCPStore does the same); the other ranks
+   connect to it and fetch rank 0's "NCCL unique id" (its NCCL listen address).
+2. NCCL bootstrap: every rank picks its socket interface the way NCCL does
+   (``NCCL_SOCKET_IFNAME``: comma list of prefixes, ``^`` excludes, ``=`` exact;
+   unset: ``ib*`` first, then anything but ``docker*``/``lo*``, then ``docker*``,
+   then ``lo*``). Rank 0 listens on that interface's IPv4 address; the others
+   connect to it from theirs.
+
+Failure modes are NCCL's: no interface matching ``NCCL_SOCKET_IFNAME`` means
+the rank never joins -- it waits forever without an error line (NCCL prints
+``NCCL WARN Bootstrap : no socket interface found`` only with ``NCCL_DEBUG``
+set), and the other ranks wait for it. An address that cannot be reached is
+retried without end. After init, every decoding step is an all-reduce through
+rank 0; a peer that disappears turns into NCCL's ``ncclRemoteError``, a peer
+that stops answering (partition) hangs the step.
+
+NCCL's own log lines (``NCCL INFO ...``) are printed when ``NCCL_DEBUG`` is
+``INFO`` or ``TRACE`` (``WARN`` prints warnings only), like NCCL.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+SIOCGIFADDR = 0x8915
+SYS_CLASS_INFINIBAND = Path("/sys/class/infiniband")
+
+
+def nccl_version() -> str:
+    from vllm._version import __lab_nccl_version__
+
+    return os.environ.get("VLLM_LAB_NCCL_VERSION", __lab_nccl_version__)
+
+
+# ----------------------------------------------------------------------------- interfaces
+def list_ipv4_interfaces() -> list[tuple[str, str]]:
+    """(name, IPv4 address) of every interface that has one, in kernel index order."""
+    result = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in sorted(socket.if_nameindex()):
+            try:
+                packed = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue  # no IPv4 address
+            result.append((name, socket.inet_ntoa(packed[20:24])))
+    return result
+
+
+def parse_if_list(spec: str) -> tuple[list[str], bool, bool]:
+    """NCCL's ``NCCL_SOCKET_IFNAME`` syntax -> (names, exclude, exact)."""
+    spec = spec.strip()
+    exclude = spec.startswith("^")
+    if exclude:
+        spec = spec[1:]
+    exact = spec.startswith("=")
+    if exact:
+        spec = spec[1:]
+    names = []
+    for item in spec.split(","):
+        item = item.strip().split(":")[0]  # "eth0:port" -> "eth0"
+        if item:
+            names.append(item)
+    return names, exclude, exact
+
+
+def match_if_list(ifname: str, names: list[str], exact: bool) -> bool:
+    if not names:
+        return True
+    return any(ifname == n if exact else ifname.startswith(n) for n in names)
+
+
+def find_interfaces(env: dict | None = None, interfaces: list[tuple[str, str]] | None = None
+                    ) -> list[tuple[str, str]]:
+    """Interfaces NCCL would use, in its order of preference (empty: none found)."""
+    env = os.environ if env is None else env
+    interfaces = list_ipv4_interfaces() if interfaces is None else interfaces
+    spec = env.get("NCCL_SOCKET_IFNAME")
+    if spec:
+        names, exclude, exact = parse_if_list(spec)
+        return [(n, a) for n, a in interfaces if match_if_list(n, names, exact) != exclude]
+    for names, exclude in ((["ib"], False), (["docker", "lo"], True), (["docker"], False), (["lo"], False)):
+        found = [(n, a) for n, a in interfaces if match_if_list(n, names, False) != exclude]
+        if found:
+            return found
+    return []
+
+
+def ib_devices(env: dict | None = None, root: Path | None = None) -> list[str]:
+    """RDMA devices NCCL's IB transport would use (empty: it falls back to sockets)."""
+    env = os.environ if env is None else env
+    root = SYS_CLASS_INFINIBAND if root is None else root
+    if env.get("NCCL_IB_DISABLE", "0").strip() == "1" or env.get("NCCL_NET") == "Socket":
+        return []
+    try:
+        devices = sorted(p.name for p in root.iterdir())
+    except OSError:
+        return []
+    spec = env.get("NCCL_IB_HCA")
+    if spec:
+        names, exclude, exact = parse_if_list(spec)
+        devices = [d for d in devices if match_if_list(d, names, exact) != exclude]
+    return devices
+
+
+# ----------------------------------------------------------------------------- logging
+class NcclLog:
+    def __init__(self, rank: int) -> None:
+        self.level = os.environ.get("NCCL_DEBUG", "").upper()
+        self.prefix = f"{socket.gethostname()}:{os.getpid()}:{threading.get_native_id()} [{0}]"
+        self.rank = rank
+
+    def info(self, msg: str) -> None:
+        if self.level in ("INFO", "TRACE"):
+            print(f"{self.prefix} NCCL INFO {msg}", flush=True)
+
+    def warn(self, msg: str) -> None:
+        if self.level in ("WARN", "INFO", "TRACE"):
+            print(f"{self.prefix} NCCL WARN {msg}", flush=True)
+
+
+def _hang_forever() -> None:
+    """What a rank that cannot bootstrap does: nothing, forever (until killed)."""
+    threading.Event().wait()
+
+
+# ----------------------------------------------------------------------------- wire format
+def _send(sock: socket.socket, obj: dict) -> None:
+    sock.sendall(json.dumps(obj).encode() + b"\n")
+
+
+class _Reader:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def recv(self) -> dict | None:
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+
+def _parse_init_method(init_method: str) -> tuple[str, int]:
+    if not init_method.startswith("tcp://"):
+        raise ValueError(f"unsupported distributed_init_method {init_method!r}")
+    hostport = init_method[len("tcp://"):]
+    host, _, port = hostport.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _connect_retrying(addr: tuple[str, int], source_ip: str | None = None) -> socket.socket:
+    """Connect like NCCL/TCPStore clients: retry quietly until the peer is there."""
+    delay = 0.05
+    while True:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            if source_ip:
+                s.bind((source_ip, 0))
+            s.settimeout(5)
+            s.connect(addr)
+            s.settimeout(None)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return s
+        except OSError:
+            s.close()
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+# ----------------------------------------------------------------------------- store
+class _StoreServer:
+    """Rank 0's key store (listens on all interfaces, as torch's TCPStore)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", port))
+        self.sock.listen(64)
+        self.data: dict[str, object] = {}
+        self.cond = threading.Condition()
+        threading.Thread(target=self._accept, daemon=True, name="tcpstore").start()
+
+    def set(self, key: str, value: object) -> None:
+        with self.cond:
+            self.data[key] = value
+            self.cond.notify_all()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        reader = _Reader(conn)
+        try:
+            while (msg := reader.recv()) is not None:
+                with self.cond:
+                    self.cond.wait_for(lambda: msg["key"] in self.data)
+                    value = self.data[msg["key"]]
+                _send(conn, {"value": value})
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _store_get(addr: tuple[str, int], key: str) -> object:
+    s = _connect_retrying(addr)
+    try:
+        _send(s, {"key": key})
+        msg = _Reader(s).recv()
+        if msg is None:
+            raise RuntimeError("TCPStore connection closed")
+        return msg["value"]
+    finally:
+        s.close()
+
+
+# ----------------------------------------------------------------------------- communicator
+class NcclComm:
+    """A tensor-parallel communicator: rank 0 is the root of a star over TCP."""
+
+    def __init__(self, rank: int, world_size: int, init_method: str) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.log = NcclLog(rank)
+        self.peers: dict[int, tuple[socket.socket, _Reader]] = {}
+        self.root: tuple[socket.socket, _Reader] | None = None
+        self.transport = "Socket"
+        self._store: _StoreServer | None = None
+        self._init(init_method)
+
+    def _init(self, init_method: str) -> None:
+        store_host, store_port = _parse_init_method(init_method)
+        if self.rank == 0:
+            self._store = _StoreServer(store_port)
+        self.log.info("cudaDriverVersion 13000")
+        self.log.info(f"NCCL version {nccl_version()}+cuda13.0")
+        spec = os.environ.get("NCCL_SOCKET_IFNAME")
+        if spec:
+            self.log.info(f"NCCL_SOCKET_IFNAME set by environment to {spec}")
+        found = find_interfaces()
+        if not found:
+            self.log.warn("Bootstrap : no socket interface found")
+            _hang_forever()
+        ifname, ip = found[0]
+        self.ifname, self.ip = ifname, ip
+        self.log.info(f"Bootstrap : Using {ifname}:{ip}<0>")
+        devices = ib_devices()
+        if devices:
+            self.transport = "IB"
+            self.log.info(f"NET/IB : Using [0]{devices[0]}:1/RoCE [RO]; OOB {ifname}:{ip}<0>")
+            self.log.info("Using network IB")
+        else:
+            self.log.info(f"NET/Socket : Using [0]{ifname}:{ip}<0>")
+            self.log.info("Using network Socket")
+        if self.rank == 0:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((ip, 0))
+            listener.listen(64)
+            self._store.set("nccl_unique_id", [ip, listener.getsockname()[1]])
+            while len(self.peers) < self.world_size - 1:
+                conn, _ = listener.accept()
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                reader = _Reader(conn)
+                hello = reader.recv()
+                if hello is None:
+                    conn.close()
+                    continue
+                self.peers[int(hello["rank"])] = (conn, reader)
+            listener.close()
+            for peer in sorted(self.peers):
+                conn, _ = self.peers[peer]
+                _send(conn, {"op": "init_done"})
+        else:
+            root_ip, root_port = _store_get((store_host, store_port), "nccl_unique_id")
+            conn = _connect_retrying((root_ip, int(root_port)), source_ip=ip)
+            reader = _Reader(conn)
+            _send(conn, {"rank": self.rank, "ip": ip})
+            msg = reader.recv()
+            if msg is None or msg.get("op") != "init_done":
+                raise RuntimeError(self._remote_error())
+            self.root = (conn, reader)
+        via = "NET/IB/0/GDRDMA" if self.transport == "IB" else "NET/Socket/0"
+        nxt, prv = (self.rank + 1) % self.world_size, (self.rank - 1) % self.world_size
+        for ch in range(2):
+            self.log.info(f"Channel {ch:02d}/0 : {prv}[0] -> {self.rank}[0] [receive] via {via}")
+            self.log.info(f"Channel {ch:02d}/0 : {self.rank}[0] -> {nxt}[0] [send] via {via}")
+        self.log.info(f"Connected all rings, use ring PXN 0 GDR {1 if self.transport == 'IB' else 0}")
+        self.log.info(f"ncclCommInitRank comm 0x{id(self):x} rank {self.rank} nranks {self.world_size} "
+                      f"cudaDev 0 nvmlDev 0 busId f01000 commId 0x{abs(hash(init_method)):x} - Init COMPLETE")
+
+    def _remote_error(self) -> str:
+        return (f"NCCL error: remote process exited or there was a network error, NCCL version "
+                f"{nccl_version()}\nncclRemoteError: A call failed possibly due to a network error or a "
+                "remote process exiting prematurely.")
+
+    # rank 0 --------------------------------------------------------------------------
+    def all_reduce_step(self, step_input: int, own_partial: int) -> int:
+        """Ask every peer for its partial of ``step_input``; return the sum (mod 2**64)."""
+        total = own_partial
+        try:
+            for peer in sorted(self.peers):
+                _send(self.peers[peer][0], {"op": "step", "x": step_input})
+            for peer in sorted(self.peers):
+                msg = self.peers[peer][1].recv()
+                if msg is None:
+                    raise ConnectionResetError(f"rank {peer} closed the connection")
+                total = (total + int(msg["p"])) & ((1 << 64) - 1)
+        except OSError as e:
+            raise RuntimeError(self._remote_error()) from e
+        return total
+
+    def shutdown(self) -> None:
+        for conn, _ in self.peers.values():
+            try:
+                _send(conn, {"op": "shutdown"})
+                conn.close()
+            except OSError:
+                pass
+        if self._store:
+            self._store.close()
+
+    # ranks > 0 -----------------------------------------------------------------------
+    def serve_steps(self, partial_fn) -> str:
+        """Answer rank 0's steps until it says shutdown (-> "shutdown") or vanishes (-> "lost")."""
+        conn, reader = self.root
+        try:
+            while (msg := reader.recv()) is not None:
+                if msg.get("op") == "shutdown":
+                    return "shutdown"
+                if msg.get("op") == "step":
+                    _send(conn, {"p": partial_fn(int(msg["x"]))})
+        except OSError:
+            pass
+        return "lost"
+

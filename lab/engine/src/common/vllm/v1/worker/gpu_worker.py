@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A tensor-parallel worker: joins the communicator, loads its shard, computes partials."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+from vllm.logger import init_logger
+
+logger = init_logger(__name__)
+
+
+class Worker:
+    """One rank. ``spec`` is a plain dict (it crosses process and node boundaries)."""
+
+    def __init__(self, spec: dict, rank: int, local_rank: int, distributed_init_method: str) -> None:
+        self.spec = spec
+        self.rank = rank
+        self.local_rank = local_rank
+        self.world_size = int(spec["world_size"])
+        self.distributed_init_method = distributed_init_method
+        self.comm = None
+        self.model = None
+
+    def init_device(self) -> None:
+        logger.debug("world_size=%d rank=%d local_rank=%d distributed_init_method=%s backend=nccl",
+                     self.world_size, self.rank, self.local_rank, self.distributed_init_method)
+        if self.world_size > 1:
+            from vllm.distributed.lab_nccl import NcclComm
+
+            self.comm = NcclComm(self.rank, self.world_size, self.distributed_init_method)
+
+    def load_model(self) -> None:
+        from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
+        from vllm.model_executor.models.registry import ModelRegistry
+
+        start = time.monotonic()
+        model_cls = ModelRegistry.models[self.spec["architecture"]].load_model_cls()
+        self.model = model_cls(vllm_config=None, prefix="")
+        model_dir = Path(self.spec["model_dir"])
+        loaded = self.model.load_weights(safetensors_weights_iterator(model_dir, self.rank))
+        elapsed = time.monotonic() - start
+        size = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
+        logger.info("Loading weights took %.2f seconds", elapsed)
+        logger.info("Model loading took %.4f GiB memory and %.6f seconds",
+                    size / self.world_size / 2**30, elapsed)
+        logger.debug("loaded %d tensors", len(loaded))
+
+    def partial(self, step_input: int) -> int:
+        return self.model.forward_partial(self.rank, step_input)
+
+    def execute_model(self, step_input: int) -> int:
+        """One decoding step: this rank's partial, all-reduced over every rank."""
+        own = self.partial(step_input)
+        if self.comm is None:
+            return own
+        return self.comm.all_reduce_step(step_input, own)
+
+    def serve_steps(self) -> str:
+        return self.comm.serve_steps(self.partial)
+
+    def shutdown(self) -> None:
+        if self.comm is not None and self.rank == 0:
+            self.comm.shutdown()
+
+    def get_node_ip(self) -> str:
+        return get_ip()
+
+
+def get_ip() -> str:
+    """This node's IP: ``VLLM_HOST_IP``, else Ray's node IP when Ray is up, else the
+    hostname's address (vLLM probes the default route instead; the lab has none)."""
+    host_ip = os.environ.get("VLLM_HOST_IP", "")
+    if host_ip:
+        return host_ip
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return ray.util.get_node_ip_address()
+    except ImportError:
+        pass
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"

@@ -1,0 +1,92 @@
+"""NCCL stand-in: interface selection rules (NCCL_SOCKET_IFNAME), IB detection, the silent hang."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import Proc, flavour_env, free_port, vllm_cmd
+
+IFACES = [("lo", "127.0.0.1"), ("eth0", "192.168.240.11"), ("docker0", "172.17.0.1"),
+          ("enp1s0f1np1", "192.168.100.11"), ("enP2p1s0f1np1", "192.168.100.12")]
+
+
+@pytest.fixture
+def nccl(trees, monkeypatch):
+    monkeypatch.syspath_prepend(str(trees["0.17"]))
+    for mod in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    from vllm.distributed import lab_nccl
+
+    return lab_nccl
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("enp1s0f1np1", ["enp1s0f1np1"]),
+    ("enp", ["enp1s0f1np1"]),                       # prefix match
+    ("en", ["enp1s0f1np1", "enP2p1s0f1np1"]),
+    ("=enp1s0f1np", []),                            # '=' means exact
+    ("=enP2p1s0f1np1", ["enP2p1s0f1np1"]),
+    ("^lo,docker,eth", ["enp1s0f1np1", "enP2p1s0f1np1"]),  # '^' excludes
+    ("^=enp1s0f1np1", ["lo", "eth0", "docker0", "enP2p1s0f1np1"]),
+    ("eth0,enP2", ["eth0", "enP2p1s0f1np1"]),
+    ("enp1s0f1np1:5000", ["enp1s0f1np1"]),
+    ("ib", []),
+])
+def test_socket_ifname_rules(nccl, spec, expected):
+    found = nccl.find_interfaces({"NCCL_SOCKET_IFNAME": spec}, IFACES)
+    assert [n for n, _ in found] == expected
+
+
+def test_default_interface_order(nccl):
+    assert nccl.find_interfaces({}, IFACES)[0] == ("eth0", "192.168.240.11")
+    assert nccl.find_interfaces({}, [("lo", "127.0.0.1"), ("docker0", "172.17.0.1")])[0][0] == "docker0"
+    assert nccl.find_interfaces({}, [("lo", "127.0.0.1")]) == [("lo", "127.0.0.1")]
+    assert nccl.find_interfaces({}, [("lo", "127.0.0.1"), ("ib0", "10.0.0.1"), ("eth0", "10.1.0.1")])[0][0] == "ib0"
+
+
+def test_real_interfaces_are_listed(nccl):
+    names = dict(nccl.list_ipv4_interfaces())
+    assert names.get("lo") == "127.0.0.1"
+
+
+def test_ib_transport_detection(nccl, tmp_path):
+    root = tmp_path / "infiniband"
+    assert nccl.ib_devices({"NCCL_IB_DISABLE": "0"}, root) == []          # no sysfs dir: sockets
+    for dev in ("rocep1s0f1", "roceP2p1s0f1"):
+        (root / dev).mkdir(parents=True)
+    assert nccl.ib_devices({}, root) == ["roceP2p1s0f1", "rocep1s0f1"]
+    assert nccl.ib_devices({"NCCL_IB_DISABLE": "1"}, root) == []
+    assert nccl.ib_devices({"NCCL_IB_HCA": "=rocep1s0f1"}, root) == ["rocep1s0f1"]
+    assert nccl.ib_devices({"NCCL_IB_HCA": "^rocep"}, root) == ["roceP2p1s0f1"]
+    assert nccl.ib_devices({"NCCL_IB_HCA": "mlx5"}, root) == []
+
+
+def test_missing_interface_hangs_without_error(trees, models, tmp_path, procs):
+    """A worker whose NCCL_SOCKET_IFNAME names no interface never joins; nobody reports an error."""
+    port, master = free_port(), free_port()
+    common = ["serve", str(models["qwen35"]), "-tp", "2", "--nnodes", "2", "--master-addr", "127.0.0.1",
+              "--master-port", str(master)]
+    worker = Proc(vllm_cmd(*common, "--node-rank", "1", "--headless"),
+                  flavour_env(trees["0.17"], NCCL_SOCKET_IFNAME="enp1s0f1np1"), tmp_path / "w.log")
+    head = Proc(vllm_cmd(*common, "--node-rank", "0", "--port", str(port)),
+                flavour_env(trees["0.17"], NCCL_SOCKET_IFNAME="lo"), tmp_path / "h.log")
+    procs += [worker, head]
+    deadline = time.monotonic() + 20
+    # both sides reach the rendezvous (the head logs nothing more before it)
+    while not ("Launching vLLM" in worker.output() and "Initializing a V1 LLM engine" in head.output()):
+        assert time.monotonic() < deadline, head.output() + worker.output()
+        time.sleep(0.1)
+    before = (head.output(), worker.output())
+    time.sleep(5)  # observe: nothing happens
+    assert head.p.poll() is None and worker.p.poll() is None
+    assert (head.output(), worker.output()) == before
+    text = head.output() + worker.output()
+    assert "ERROR" not in text and "Traceback" not in text and "NCCL WARN" not in text
+    assert "Loading weights" not in text and "Application startup complete" not in text
+    with pytest.raises(OSError):
+        import socket
+
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
