@@ -343,6 +343,9 @@ def start_node(i: int) -> None:
          "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
          "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
          "-v", f"{volume}:/var/lib/docker", "--tmpfs", "/run",
+         # Containers started with --ipc host use the node's /dev/shm (Ray's object store, NCCL):
+         # a Spark has tens of GB there, Docker's default is 64 MB.
+         "--shm-size", os.environ.get("DGXSPARK_LAB_SHM", "2g"),
          "--network", MGMT_NET, "--ip", mgmt_ip,
          "--label", f"{LABEL}=node", "--label", f"{LABEL}.prefix={PREFIX}", "--label", f"{LABEL}.index={i}",
          NODE_IMAGE], quiet=True)

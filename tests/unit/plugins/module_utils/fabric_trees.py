@@ -1,5 +1,5 @@
 # Copyright: dgxspark.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fixture filesystem trees shaped like the sysfs/procfs of a DGX Spark and of a lab node.
 
 Used by the unit tests of ``_fabric`` and ``rdma_facts``. A tree is described by

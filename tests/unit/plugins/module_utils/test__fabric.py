@@ -1,5 +1,5 @@
 # Copyright: dgxspark.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests of plugins/module_utils/_fabric.py against fixture sysfs trees."""
 
 from __future__ import annotations
