@@ -37,12 +37,14 @@ from pathlib import Path
 LAB = Path(__file__).resolve().parent
 REPO = LAB.parent
 STATE = LAB / ".state"
-INVENTORY = Path(os.environ.get("DGXSPARK_LAB_INVENTORY", REPO / "inventories" / "lab" / "hosts.yml"))
+PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
+# Beside inventories/lab/group_vars, one file per lab prefix, so several labs can run side by side.
+INVENTORY = Path(os.environ.get("DGXSPARK_LAB_INVENTORY", REPO / "inventories" / "lab" /
+                                ("hosts.yml" if PREFIX == "spark" else f"hosts-{PREFIX}.yml")))
 
 LABEL = "org.dgxspark.lab"
 INPUTS_LABEL = "org.dgxspark.lab.inputs"
 
-PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
 MGMT_NET = f"{PREFIX}-lab-mgmt"
 FABRIC_NET = f"{PREFIX}-lab-fabric"
 MGMT_SUBNET = os.environ.get("DGXSPARK_LAB_MGMT_SUBNET", "192.168.240.0/24")

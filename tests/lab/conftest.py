@@ -12,8 +12,36 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, str(REPO / "lab" / "lab.py")]
-INVENTORY = REPO / "inventories" / "lab"
 BIN = Path(sys.executable).parent
+
+# Several labs can run side by side (each with its own prefix, subnets and inventory file), e.g.
+#   DGXSPARK_LAB_PREFIX=hyb DGXSPARK_LAB_MGMT_SUBNET=192.168.243.0/24 DGXSPARK_LAB_FABRIC_SUBNET=192.168.103.0/24
+# Tests must take node names and addresses from these constants or the `lab` fixture, never literals.
+PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
+MGMT_NET = os.environ.get("DGXSPARK_LAB_MGMT_SUBNET", "192.168.240.0/24").split("/")[0].rsplit(".", 1)[0]
+FABRIC_NET = os.environ.get("DGXSPARK_LAB_FABRIC_SUBNET", "192.168.100.0/24").split("/")[0].rsplit(".", 1)[0]
+# The inventory file sits in inventories/lab/ so that inventories/lab/group_vars applies to it.
+INVENTORY = Path(os.environ.get("DGXSPARK_LAB_INVENTORY",
+                                REPO / "inventories" / "lab" / ("hosts.yml" if PREFIX == "spark" else f"hosts-{PREFIX}.yml")))
+os.environ.setdefault("DGXSPARK_LAB_INVENTORY", str(INVENTORY))
+FABRIC_IFNAMES = ("enp1s0f1np1", "enP2p1s0f1np1")
+
+
+def node(i):
+    """Name of lab node i (1-based)."""
+    return f"{PREFIX}-{i}"
+
+
+def mgmt_ip(i):
+    return f"{MGMT_NET}.{10 + i}"
+
+
+def fabric_ip(i):
+    return f"{FABRIC_NET}.{10 + i}"
+
+
+def fabric_if(i):
+    return FABRIC_IFNAMES[(i - 1) % 2]
 
 
 def pytest_collection_modifyitems(items):

@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, INVENTORY, LAB, ansible_env, node_exec, run
+from conftest import BIN, INVENTORY, LAB, ansible_env, node_exec, run, node
 
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
 QWEN35 = ["Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"]
-NODE = "spark-1"
+NODE = node(1)
 
 
 def _built(image):
@@ -81,5 +81,5 @@ def test_vllm_0_17_image(loaded, method):
 def test_missing_image_names_the_node(loaded):
     result, stats = image_info(image="lab/not-there:1")
     assert stats["failures"] == 1
-    assert result["msg"] == ("image lab/not-there:1 is not present on this node's Docker engine (spark-1); build it or "
+    assert result["msg"] == (f"image lab/not-there:1 is not present on this node's Docker engine ({NODE}); build it or "
                              "sync it first")
