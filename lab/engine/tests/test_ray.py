@@ -7,8 +7,10 @@ or ``/tmp/engine-venv/bin/python``; skipped otherwise.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -28,14 +30,50 @@ def ray_cluster(trees):
     env = flavour_env(trees["0.17"], NCCL_SOCKET_IFNAME="lo", NCCL_DEBUG="INFO", RAY_USAGE_STATS_ENABLED="0",
                       RAY_DEDUP_LOGS="0")
     ray_bin = str(Path(RAY_PY).parent / "ray")
-    subprocess.run([ray_bin, "start", "--head", "--port", str(port), "--num-gpus", "2", "--num-cpus", "2",
-                    "--node-ip-address", "127.0.0.1", "--include-dashboard", "false",
-                    "--object-store-memory", "100000000", "--temp-dir", str(tmp), "--disable-usage-stats"],
-                   env=env, check=True, capture_output=True, timeout=180)
+    # A session of its own: every process `ray start` spawns shares its process group, so the teardown
+    # stops this cluster only. (`ray stop` would kill every Ray process on the machine, including the
+    # raylets inside lab nodes, which the host's PID namespace sees.)
+    starter = subprocess.run([ray_bin, "start", "--head", "--port", str(port), "--num-gpus", "2", "--num-cpus", "2",
+                              "--node-ip-address", "127.0.0.1", "--include-dashboard", "false",
+                              "--object-store-memory", "100000000", "--temp-dir", str(tmp), "--disable-usage-stats"],
+                             env=env, check=False, capture_output=True, timeout=180, start_new_session=True)
+    group = _group_of_session(tmp)
+    assert starter.returncode == 0, starter.stderr.decode(errors="replace")[-2000:]
     env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
     yield env
-    subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)
+    _stop_group(group)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _group_of_session(temp_dir):
+    """Process group of the Ray processes whose command line names temp_dir (our cluster's)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if str(temp_dir).encode() in fh.read():
+                    return os.getpgid(int(pid))
+        except OSError:
+            continue
+    return None
+
+
+def _stop_group(group):
+    if group is None:
+        return
+    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(group, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
 
 
 def test_tp2_over_ray(ray_cluster, models, tmp_path, procs):
