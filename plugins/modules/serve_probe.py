@@ -1,0 +1,369 @@
+#!/usr/bin/python
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ansible module dgxspark.vllm.serve_probe."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: serve_probe
+short_description: Wait until a vLLM endpoint really serves, or say why it does not
+version_added: 0.1.0
+author:
+  - dgxspark.vllm maintainers (@dgxspark)
+description:
+  - Readiness means inference works. C(/health) answers 200, C(/v1/models) lists the served model, and a real
+    completion of O(max_tokens) token(s) comes back within O(completion_timeout) seconds. C(/health) alone stays 200
+    through NCCL deadlocks.
+  - While it waits, it watches the serving container(s) on this node through the Docker API. It stops the moment one of
+    them exits or restarts, instead of waiting out the deadline.
+  - On failure or timeout it returns RV(ready=false) and a RV(diagnosis) built from the WHOLE container log. The
+    diagnosis holds the root exception (past vLLM's subprocess and pydantic wrappers), the final summary line and a
+    category. A log that stops making progress after the ranks started their collective initialisation is reported
+    as a collective (NCCL) init hang after O(hang_after) seconds.
+  - It changes nothing. It runs the same in check mode.
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+  platform:
+    support: full
+    platforms: posix
+options:
+  url:
+    description: Base URL of the OpenAI-compatible server, for example V(http://192.168.100.11:8000).
+    type: str
+    required: true
+  model:
+    description: Served model name that C(/v1/models) must list and the completion uses.
+    type: str
+    required: true
+  api_key:
+    description: API key sent as a bearer token. It is never returned or logged.
+    type: str
+  containers:
+    description:
+      - Containers on this node whose exit or restart ends the wait at once, and whose logs feed the diagnosis.
+      - The first one is the serving container (its log is diagnosed first).
+    type: list
+    elements: str
+    default: []
+  timeout:
+    description: Seconds to wait for readiness, in total.
+    type: int
+    default: 900
+  completion_timeout:
+    description: Seconds one completion request may take before it counts as hanging.
+    type: int
+    default: 60
+  hang_after:
+    description: Seconds without new log output, after the collective initialisation started, that mean a hang.
+    type: int
+    default: 120
+  interval:
+    description: Seconds between two rounds of checks.
+    type: float
+    default: 2.0
+  prompt:
+    description: Prompt of the readiness completion.
+    type: str
+    default: "Hello"
+  max_tokens:
+    description: Tokens the readiness completion asks for.
+    type: int
+    default: 1
+  docker_host:
+    description: Docker daemon to talk to; the Docker SDK's defaults apply when unset.
+    type: str
+  fail_on_not_ready:
+    description: Fail the task (with the diagnosis summary as message) instead of returning RV(ready=false).
+    type: bool
+    default: false
+requirements:
+  - docker (Python SDK) when O(containers) is set
+seealso:
+  - module: dgxspark.vllm.ray_cluster_info
+"""
+
+EXAMPLES = r"""
+- name: Wait until the pair serves
+  dgxspark.vllm.serve_probe:
+    url: "http://{{ dgxspark_fabric_ip }}:8000"
+    model: qwen3.5-122b
+    api_key: "{{ dgxspark_api_key }}"
+    containers: [dgxspark-ray-head]
+    timeout: 1200
+  register: probe
+  no_log: false
+
+- name: Fail with the root cause
+  ansible.builtin.fail:
+    msg: "{{ probe.diagnosis.summary }}"
+  when: not probe.ready
+"""
+
+RETURN = r"""
+ready:
+  description: Whether a real completion came back in time.
+  returned: always
+  type: bool
+  sample: true
+time_to_ready:
+  description: Seconds from the start of the probe until the completion came back.
+  returned: when ready
+  type: float
+  sample: 412.3
+first_token_latency:
+  description: Seconds the readiness completion took.
+  returned: when ready
+  type: float
+  sample: 0.21
+models:
+  description: Model ids listed by C(/v1/models) at the last check.
+  returned: always
+  type: list
+  elements: str
+  sample: [qwen3.5-122b]
+completion:
+  description: Text of the readiness completion.
+  returned: when ready
+  type: str
+  sample: " Hello"
+checks:
+  description: The last result of each check (health, models, completion), as short strings.
+  returned: always
+  type: dict
+  sample: {health: "200", models: "listed", completion: "ok"}
+containers:
+  description: State of each watched container at the end (status, restart count, exit code).
+  returned: always
+  type: dict
+diagnosis:
+  description: Why the endpoint is not ready.
+  returned: when not ready
+  type: dict
+  contains:
+    category:
+      description:
+        - One of V(architecture_not_supported), V(architecture_inspection_failed), V(dependency_conflict),
+          V(collective_init_hang), V(out_of_memory), V(placement_group_unavailable), V(address_in_use),
+          V(model_files_missing), V(api_key_rejected), V(engine_exited), V(timeout).
+      type: str
+    summary:
+      description: One line naming the category and the root-cause line.
+      type: str
+    excerpt:
+      description: The root traceback and the final message from the whole log.
+      type: str
+    root_exception:
+      description: The root exception line, if any.
+      type: str
+    final_line:
+      description: The final failure line of the log, if any.
+      type: str
+    hint:
+      description: What to check next.
+      type: str
+    container:
+      description: The watched container that exited or restarted, if any.
+      type: str
+"""
+
+import json
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _diagnosis
+
+try:
+    import docker  # pylint: disable=import-error
+    HAS_DOCKER = True
+    DOCKER_IMPORT_ERROR = None
+except ImportError:
+    HAS_DOCKER = False
+    DOCKER_IMPORT_ERROR = traceback.format_exc()
+
+
+def http_call(method, url, api_key=None, body=None, timeout=10.0):
+    """(status, parsed JSON or text); status 0 means no HTTP answer (refused, reset, timed out)."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = "Bearer " + api_key
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # nosec - the endpoint is the user's
+            raw = response.read().decode("utf-8", "replace")
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        raw = exc.read().decode("utf-8", "replace")
+        status = exc.code
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return 0, str(getattr(exc, "reason", exc))
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw
+
+
+class ContainerWatch:
+    """Follows containers' state, restarts and log growth through the Docker API."""
+
+    def __init__(self, client, names):
+        self.client = client
+        self.names = list(names)
+        self.baseline = {}
+        self.log_size = {}
+        self.last_progress = time.monotonic()
+
+    def state(self, name):
+        try:
+            attrs = self.client.api.inspect_container(name)
+        except Exception as exc:  # docker.errors.NotFound and API errors alike
+            return {"status": "missing", "restart_count": 0, "exit_code": None, "started_at": None, "error": str(exc)}
+        st = attrs.get("State", {})
+        return {"status": st.get("Status"), "restart_count": attrs.get("RestartCount", 0), "exit_code": st.get("ExitCode"),
+                "started_at": st.get("StartedAt"), "oom_killed": st.get("OOMKilled", False)}
+
+    def start(self):
+        for name in self.names:
+            self.baseline[name] = self.state(name)
+
+    def ended(self):
+        """(name, reason) of the first watched container that exited, vanished or restarted since the start."""
+        for name in self.names:
+            now = self.state(name)
+            before = self.baseline.get(name, {})
+            if now["status"] in ("exited", "dead", "missing"):
+                return name, f"container {name} is {now['status']} (exit code {now['exit_code']})"
+            if now["restart_count"] != before.get("restart_count") or now["started_at"] != before.get("started_at"):
+                return name, f"container {name} restarted (restart count {now['restart_count']})"
+        return None, None
+
+    def logs(self, name):
+        try:
+            raw = self.client.api.logs(name, stdout=True, stderr=True, timestamps=False)
+        except Exception:  # the container may be gone: diagnose with what we have
+            return ""
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+    def seconds_without_progress(self):
+        grew = False
+        for name in self.names:
+            size = len(self.logs(name))
+            if size != self.log_size.get(name):
+                grew = True
+                self.log_size[name] = size
+        if grew:
+            self.last_progress = time.monotonic()
+        return time.monotonic() - self.last_progress
+
+
+def probe(params, watch=None, clock=time.monotonic, sleep=time.sleep, call=http_call):
+    """Run the readiness loop; returns the module result (without 'changed')."""
+    base = params["url"].rstrip("/")
+    model = params["model"]
+    start = clock()
+    deadline = start + params["timeout"]
+    checks = {"health": "not tried", "models": "not tried", "completion": "not tried"}
+    models = []
+    http_status = None
+    ended_name = ended_reason = None
+    if watch:
+        watch.start()
+    while True:
+        if watch:
+            ended_name, ended_reason = watch.ended()
+            if ended_name:
+                break
+        status, _body = call("GET", base + "/health", timeout=5)
+        checks["health"] = str(status) if status else f"no answer ({_body})"
+        if status == 200:
+            status, body = call("GET", base + "/v1/models", api_key=params.get("api_key"), timeout=10)
+            models = [m.get("id") for m in body.get("data", [])] if status == 200 and isinstance(body, dict) else models
+            checks["models"] = "listed" if model in models else (f"HTTP {status}" if status != 200 else f"not listed in {models}")
+            if status in (401, 403):
+                http_status = status
+                break
+            if model in models:
+                t0 = clock()
+                status, body = call("POST", base + "/v1/completions", api_key=params.get("api_key"), timeout=params["completion_timeout"],
+                                    body={"model": model, "prompt": params["prompt"], "max_tokens": params["max_tokens"],
+                                          "temperature": 0})
+                latency = clock() - t0
+                if status == 200 and isinstance(body, dict) and body.get("choices"):
+                    checks["completion"] = "ok"
+                    return {"ready": True, "time_to_ready": round(clock() - start, 3), "first_token_latency": round(latency, 3),
+                            "models": models, "completion": body["choices"][0].get("text", ""), "checks": checks}
+                checks["completion"] = f"HTTP {status}" if status else f"no answer within {params['completion_timeout']} s"
+                if status in (401, 403):
+                    http_status = status
+                    break
+        if clock() >= deadline:
+            break
+        sleep(params["interval"])
+
+    texts = [watch.logs(n) for n in watch.names] if watch else []
+    text = "\n".join(t for t in texts if t)
+    seconds_quiet = watch.seconds_without_progress() if watch else None
+    diagnosis = _diagnosis.classify(text, http_status=http_status, seconds_without_progress=seconds_quiet,
+                                    hang_after=params["hang_after"], exited=bool(ended_name),
+                                    timed_out=not ended_name and http_status is None)
+    if ended_reason:
+        diagnosis["summary"] = f"{diagnosis['summary']} [{ended_reason}]"
+        diagnosis["container"] = ended_name
+    elif diagnosis["category"] == _diagnosis.TIMEOUT:
+        diagnosis["summary"] = (f"{diagnosis['summary']} [not ready after {params['timeout']} s: health {checks['health']}, "
+                                f"models {checks['models']}, completion {checks['completion']}]")
+    return {"ready": False, "models": models, "checks": checks, "diagnosis": diagnosis}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "required": True},
+            "model": {"type": "str", "required": True},
+            "api_key": {"type": "str", "no_log": True},
+            "containers": {"type": "list", "elements": "str", "default": []},
+            "timeout": {"type": "int", "default": 900},
+            "completion_timeout": {"type": "int", "default": 60},
+            "hang_after": {"type": "int", "default": 120},
+            "interval": {"type": "float", "default": 2.0},
+            "prompt": {"type": "str", "default": "Hello"},
+            "max_tokens": {"type": "int", "default": 1, "no_log": False},  # a token count, not a secret
+            "docker_host": {"type": "str"},
+            "fail_on_not_ready": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    watch = None
+    if params["containers"]:
+        if not HAS_DOCKER:
+            module.fail_json(msg=missing_required_lib("docker"), exception=DOCKER_IMPORT_ERROR)
+        try:
+            client = docker.DockerClient(base_url=params["docker_host"]) if params["docker_host"] else docker.from_env()
+        except Exception as exc:  # pylint: disable=broad-except
+            module.fail_json(msg=f"cannot reach the Docker engine on this node: {exc}", exception=traceback.format_exc())
+        watch = ContainerWatch(client, params["containers"])
+    result = probe(params, watch)
+    if watch:
+        result["containers"] = {name: watch.state(name) for name in watch.names}
+    else:
+        result["containers"] = {}
+    if not result["ready"] and params["fail_on_not_ready"]:
+        module.fail_json(msg=result["diagnosis"]["summary"], changed=False, **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

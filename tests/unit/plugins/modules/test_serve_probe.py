@@ -1,0 +1,165 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""serve_probe: the readiness loop with fakes, and against the lab engine serving on loopback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.modules import serve_probe as sp
+
+REPO = Path(__file__).resolve().parents[4]
+LOGS = REPO / "tests" / "unit" / "plugins" / "fixtures" / "vllm_logs"
+PARAMS = {"url": "http://10.0.0.1:8000/", "model": "qwen", "api_key": "k", "timeout": 30, "completion_timeout": 5,
+          "hang_after": 10, "interval": 1.0, "prompt": "Hi", "max_tokens": 1}
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+class FakeWatch:
+    names = ["head"]
+
+    def __init__(self, log="", end_after=None, quiet=0.0):
+        self.log, self.end_after, self.quiet, self.rounds = log, end_after, quiet, 0
+
+    def start(self):
+        pass
+
+    def ended(self):
+        self.rounds += 1
+        if self.end_after is not None and self.rounds > self.end_after:
+            return "head", "container head is exited (exit code 1)"
+        return None, None
+
+    def logs(self, _name):
+        return self.log
+
+    def seconds_without_progress(self):
+        return self.quiet
+
+
+def server(responses):
+    """A fake http_call answering per path from a dict of callables(round) -> (status, body)."""
+    calls = []
+
+    def call(method, url, api_key=None, body=None, timeout=10.0):
+        path = url.split("8000", 1)[1]
+        calls.append((method, path, api_key, body))
+        return responses[path](len([c for c in calls if c[1] == path]))
+    call.calls = calls
+    return call
+
+
+MODELS = {"object": "list", "data": [{"id": "qwen"}]}
+DONE = {"choices": [{"text": " there"}]}
+
+
+def test_ready_needs_health_models_and_a_real_completion():
+    clock = Clock()
+    call = server({"/health": lambda n: (200, "") if n >= 3 else (0, "Connection refused"),
+                   "/v1/models": lambda n: (200, MODELS),
+                   "/v1/completions": lambda n: (200, DONE)})
+    result = sp.probe(PARAMS, FakeWatch(), clock=clock, sleep=clock.sleep, call=call)
+    assert result["ready"] is True and result["completion"] == " there"
+    assert result["time_to_ready"] == 2.0
+    assert ("POST", "/v1/completions", "k", {"model": "qwen", "prompt": "Hi", "max_tokens": 1, "temperature": 0}) in call.calls
+
+
+def test_health_200_with_a_hanging_completion_is_not_ready():
+    clock = Clock()
+    call = server({"/health": lambda n: (200, ""), "/v1/models": lambda n: (200, MODELS),
+                   "/v1/completions": lambda n: (0, "timed out")})
+    result = sp.probe(PARAMS, FakeWatch(log="INFO Application startup complete.\n"), clock=clock, sleep=clock.sleep, call=call)
+    assert result["ready"] is False
+    assert result["checks"] == {"health": "200", "models": "listed", "completion": "no answer within 5 s"}
+    assert result["diagnosis"]["category"] == "timeout"
+    assert "not ready after 30 s: health 200, models listed, completion no answer within 5 s" in result["diagnosis"]["summary"]
+
+
+def test_stops_the_moment_the_container_exits_and_diagnoses_the_whole_log():
+    clock = Clock()
+    call = server({"/health": lambda n: (0, "Connection refused")})
+    watch = FakeWatch(log=(LOGS / "inspection_failed_graft.log").read_text(), end_after=2)
+    result = sp.probe(PARAMS, watch, clock=clock, sleep=clock.sleep, call=call)
+    assert clock.now == 2.0  # two rounds, not the 30 s deadline
+    diag = result["diagnosis"]
+    assert diag["category"] == "architecture_inspection_failed" and diag["container"] == "head"
+    assert "ImportError: cannot import name 'MambaStateCopyFunc'" in diag["summary"]
+    assert diag["summary"].endswith("[container head is exited (exit code 1)]")
+
+
+def test_api_key_rejected():
+    clock = Clock()
+    call = server({"/health": lambda n: (200, ""), "/v1/models": lambda n: (401, {"error": "Unauthorized"})})
+    result = sp.probe(PARAMS, FakeWatch(), clock=clock, sleep=clock.sleep, call=call)
+    assert result["diagnosis"]["category"] == "api_key_rejected" and clock.now == 0.0
+
+
+def test_silent_rendezvous_becomes_a_collective_init_hang():
+    log = ("INFO 11-29 08:00:01 [ray_executor.py:54] Copying the following environment variables to workers: "
+           "['VLLM_HOST_IP']\n")
+    clock = Clock()
+    call = server({"/health": lambda n: (0, "Connection refused")})
+    result = sp.probe(PARAMS, FakeWatch(log=log, quiet=31.0), clock=clock, sleep=clock.sleep, call=call)
+    assert result["diagnosis"]["category"] == "collective_init_hang"
+
+
+# ------------------------------------------------------------------ against the lab engine on loopback
+
+ENGINE = REPO / "lab" / "engine"
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    if not (ENGINE / "build_wheel.py").exists():
+        pytest.skip("lab engine not present")
+    sys.path.insert(0, str(ENGINE))
+    import build_wheel  # pylint: disable=import-error,import-outside-toplevel
+    import make_models  # pylint: disable=import-error,import-outside-toplevel
+    root = tmp_path_factory.mktemp("engine")
+    tree = root / "tree"
+    tree.mkdir()
+    build_wheel.assemble_tree("0.17", tree)
+    model = make_models.write_model(root / "models", "qwen35", shard_kb=64)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "NCCL_"))}
+    env.update(PYTHONPATH=str(tree), PYTHONUNBUFFERED="1", VLLM_LAB_LOAD_SECONDS_PER_GB="0", VLLM_API_KEY="secret-key")
+    proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model), "--served-model-name",
+                             "qwen", "--host", "127.0.0.1", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def test_real_engine_becomes_ready(engine):
+    params = dict(PARAMS, url=engine, api_key="secret-key", timeout=60, interval=0.2, completion_timeout=20)
+    started = time.monotonic()
+    result = sp.probe(params)
+    assert result["ready"] is True, result
+    assert result["models"] == ["qwen"] and result["first_token_latency"] < 20
+    assert time.monotonic() - started < 60
+
+
+def test_real_engine_rejects_a_wrong_key(engine):
+    params = dict(PARAMS, url=engine, api_key="wrong", timeout=60, interval=0.2)
+    result = sp.probe(params)
+    assert result["ready"] is False and result["diagnosis"]["category"] == "api_key_rejected"
