@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BIN, INVENTORY, LAB, ansible_env, fabric_if, fabric_ip, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, ansible_env, fabric_if, fabric_ip, node, node_exec, run
 
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
 LABEL = "org.dgxspark.test=engine-two-node"  # every container this file starts carries it (cleanup by label)

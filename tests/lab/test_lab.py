@@ -6,7 +6,7 @@ import json
 import os
 import pytest
 
-from conftest import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, playbook, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, playbook, run
 
 
 def test_ansible_reaches_every_node(lab):

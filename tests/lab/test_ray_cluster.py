@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, mgmt_ip, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, mgmt_ip, node, node_exec, run
 
 IMAGE = "lab/vllm-node:0.14"
 PLAY = str(REPO / "tests" / "lab" / "playbooks" / "ray_cluster.yml")

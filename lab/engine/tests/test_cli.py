@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run_vllm
+from enginekit import run_vllm
 
 
 @pytest.mark.parametrize("flavour,version", [("0.14", "0.14.1"), ("0.17", "0.17.1")])

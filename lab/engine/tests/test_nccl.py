@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from conftest import Proc, flavour_env, free_port, vllm_cmd
+from enginekit import Proc, flavour_env, free_port, vllm_cmd
 
 IFACES = [("lo", "127.0.0.1"), ("eth0", "192.168.240.11"), ("docker0", "172.17.0.1"),
           ("enp1s0f1np1", "192.168.100.11"), ("enP2p1s0f1np1", "192.168.100.12")]

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Proc, flavour_env, free_port, http, vllm_cmd, wait_ready, which_python_with
+from enginekit import Proc, flavour_env, free_port, http, vllm_cmd, wait_ready, which_python_with
 
 RAY_PY = which_python_with("ray")
 pytestmark = pytest.mark.skipif(RAY_PY is None, reason="ray is not importable by any known interpreter")

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import flavour_env, run_vllm
+from enginekit import flavour_env, run_vllm
 
 FAILED = ("Model architectures ['Qwen3_5MoeForConditionalGeneration'] failed to be inspected. "
           "Please check the logs for more details.")

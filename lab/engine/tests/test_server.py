@@ -9,7 +9,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import Proc, flavour_env, free_port, http, vllm_cmd, wait_ready
+from enginekit import Proc, flavour_env, free_port, http, vllm_cmd, wait_ready
 
 KEY = "lab-secret-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}

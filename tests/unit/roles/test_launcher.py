@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import hashlib
 import os
 import pathlib
 import signal
@@ -52,7 +53,7 @@ def test_script_is_run_by_python3_not_by_its_shebang():
     # shebang and is not executable (ansible-test's shebang rule allows no python3 shebang here).
     assert not os.access(SCRIPT, os.X_OK)
     assert not SCRIPT.read_text().startswith("#!")
-    assert L.LAUNCHER_VERSION == "1.0.0"
+    assert L.LAUNCHER_VERSION == "1.1.0"
 
 
 def test_split_serve_argv_at_first_double_dash():
@@ -119,7 +120,7 @@ def test_dashboard_url(host, url):
 
 def test_version_mode(capsys):
     assert L.main(["version"]) == 0
-    assert capsys.readouterr().out == "1.0.0\n"
+    assert capsys.readouterr().out == "1.1.0\n"
 
 
 # ---------------------------------------------------------------- token auth
@@ -351,7 +352,7 @@ def test_mp_exit_code_is_the_engines():
 def test_mp_sigterm_stops_engine_and_exits_143():
     proc = _launch(["mp", "--stop-timeout", "5", "--", sys.executable, "-c",
                     "import time; print('engine up', flush=True); time.sleep(120)"])
-    assert proc.stdout.readline().startswith("[dgxspark-launch] version 1.0.0, mode mp")
+    assert proc.stdout.readline().startswith("[dgxspark-launch] version 1.1.0, mode mp")
     for line in proc.stdout:
         if line.strip() == "engine up":
             break
@@ -416,3 +417,32 @@ def test_worker_times_out_naming_head_and_node(tmp_path):
     assert "waiting 0s/3s for the Ray head at 127.0.0.1:9 (this node 127.0.0.5): Connection refused" in out
     assert ("ERROR: could not join the Ray head at 127.0.0.1:9 within 3s as node 127.0.0.5: Connection refused"
             in out)
+
+
+# ---------------------------------------------------------------- serving environment file
+
+def test_serve_env_file_reaches_the_engine_only_and_is_never_printed(tmp_path):
+    env_file = tmp_path / "serve.env"
+    env_file.write_text("# the API key\nVLLM_API_KEY=s3cr3t-value=with-equals\n\nOTHER= spaced \n")
+    env_file.chmod(0o600)
+    proc = _launch(["mp", "--serve-env-file", str(env_file), "--", sys.executable, "-c",
+                    "import hashlib, os; print('key', hashlib.sha256(os.environ['VLLM_API_KEY'].encode()).hexdigest()[:12], "
+                    "repr(os.environ['OTHER']))"])
+    out, _err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert f"key {hashlib.sha256(b's3cr3t-value=with-equals').hexdigest()[:12]} ' spaced '" in out
+    assert "serving environment from" in out and "OTHER, VLLM_API_KEY (values not shown)" in out
+    assert out.count("s3cr3t") == 0
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not a pair\n", "line 1: expected KEY=VALUE"),
+    ("1BAD=x\n", "line 1: expected KEY=VALUE"),
+])
+def test_serve_env_file_errors(tmp_path, content, message):
+    env_file = tmp_path / "serve.env"
+    env_file.write_text(content)
+    with pytest.raises(L.LaunchError, match=message):
+        L.read_env_file(str(env_file))
+    with pytest.raises(L.LaunchError, match="cannot read --serve-env-file"):
+        L.read_env_file(str(tmp_path / "missing.env"))

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, INVENTORY, LAB, ansible_env, node_exec, run, node
+from labkit import BIN, INVENTORY, LAB, ansible_env, node_exec, run, node
 
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
 QWEN35 = ["Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"]

@@ -1,0 +1,88 @@
+"""Fixtures for tests that run against the Docker lab (lab/lab.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LAB = [sys.executable, str(REPO / "lab" / "lab.py")]
+BIN = Path(sys.executable).parent
+
+# Several labs can run side by side (each with its own prefix, subnets and inventory file), e.g.
+#   DGXSPARK_LAB_PREFIX=hyb DGXSPARK_LAB_MGMT_SUBNET=192.168.243.0/24 DGXSPARK_LAB_FABRIC_SUBNET=192.168.103.0/24
+# Tests must take node names and addresses from these constants or the `lab` fixture, never literals.
+PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
+MGMT_NET = os.environ.get("DGXSPARK_LAB_MGMT_SUBNET", "192.168.240.0/24").split("/")[0].rsplit(".", 1)[0]
+FABRIC_NET = os.environ.get("DGXSPARK_LAB_FABRIC_SUBNET", "192.168.100.0/24").split("/")[0].rsplit(".", 1)[0]
+# The inventory file sits in inventories/lab/ so that inventories/lab/group_vars applies to it.
+INVENTORY = Path(os.environ.get("DGXSPARK_LAB_INVENTORY",
+                                REPO / "inventories" / "lab" / ("hosts.yml" if PREFIX == "spark" else f"hosts-{PREFIX}.yml")))
+os.environ.setdefault("DGXSPARK_LAB_INVENTORY", str(INVENTORY))
+FABRIC_IFNAMES = ("enp1s0f1np1", "enP2p1s0f1np1")
+
+
+def node(i):
+    """Name of lab node i (1-based)."""
+    return f"{PREFIX}-{i}"
+
+
+def mgmt_ip(i):
+    return f"{MGMT_NET}.{10 + i}"
+
+
+def fabric_ip(i):
+    return f"{FABRIC_NET}.{10 + i}"
+
+
+def fabric_if(i):
+    return FABRIC_IFNAMES[(i - 1) % 2]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if str(item.fspath).startswith(str(Path(__file__).parent)):
+            item.add_marker(pytest.mark.lab)
+
+
+def run(argv, check=True, env=None, timeout=900, input_text=None):
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, input=input_text,
+                          check=False, cwd=REPO)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, argv))} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def ansible_env(**extra):
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+    env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env.update(extra)
+    return env
+
+
+def playbook(name, *args, check=False, **env):
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / name), *args],
+               check=check, env=ansible_env(**env))
+
+
+def node_exec(node, *argv, check=True, input_text=None):
+    return run(["docker", "exec", "-i", node, *argv], check=check, input_text=input_text)
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """A running lab (two nodes, or DGXSPARK_LAB_NODES) for the whole session; removed at the end unless DGXSPARK_LAB_KEEP=1."""
+    run([str(REPO / "lab" / "docker-engine.sh")])
+    run([*LAB, "up", "--nodes", os.environ.get("DGXSPARK_LAB_NODES", "2")])
+    hosts = json.loads(run([str(BIN / "ansible-inventory"), "-i", str(INVENTORY), "--list"],
+                           env=ansible_env()).stdout)
+    yield hosts
+    if os.environ.get("DGXSPARK_LAB_KEEP") != "1":
+        run([*LAB, "down", "--keep-images"], check=False)

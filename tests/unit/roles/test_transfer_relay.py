@@ -1,0 +1,159 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of roles/node_trust/files/dgxspark-transfer (the transfer key's forced command).
+
+The pure logic is imported from the script; a receive runs against a fake Docker API, reading a framed stream.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import io
+import json
+import pathlib
+import sys
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync as u
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "roles" / "node_trust" / "files" / "dgxspark-transfer"
+ID_A = "sha256:" + "a" * 64
+ID_B = "sha256:" + "b" * 64
+
+
+def _load():
+    loader = importlib.machinery.SourceFileLoader("dgxspark_transfer", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("dgxspark_transfer", loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["dgxspark_transfer"] = module
+    loader.exec_module(module)
+    return module
+
+
+R = _load()
+CONFIG = {"key": "/etc/dgxspark/transfer/id_ed25519", "known_hosts": "/etc/dgxspark/transfer/known_hosts",
+          "user": "root", "connect_timeout": 10}
+
+
+def test_relay_and_module_build_the_same_ssh_argv():
+    target = {"host": "192.168.100.12", "port": 22, "name": "n2"}
+    assert R.ssh_argv(target, CONFIG) == u.ssh_argv(target, CONFIG["key"], CONFIG["known_hosts"], "root", 10)
+    assert R.PROTOCOL == u.PROTOCOL and R.CONTENT_LABEL == u.CONTENT_LABEL
+    assert R.FRAME.format == u.FRAME.format
+
+
+def test_validate_request():
+    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "reg:5000/a/b:1.0",
+                              "next": [{"host": "10.0.0.3", "name": "n3"}]})
+    assert req["next"] == [{"host": "10.0.0.3", "port": 22, "name": "n3"}]
+    bad = [
+        {"v": 2, "op": "inspect"},
+        {"v": 1, "op": "exec", "image_id": ID_A},
+        {"v": 1, "op": "receive", "image_id": "sha256:xyz"},
+        {"v": 1, "op": "receive"},
+        {"v": 1, "op": "tag", "image_id": ID_A, "ref": ID_A},
+        {"v": 1, "op": "inspect", "image": "UPPER;rm -rf /"},
+        {"v": 1, "op": "receive", "image_id": ID_A, "next": [{"host": "-oProxyCommand=x"}]},
+        {"v": 1, "op": "receive", "image_id": ID_A, "next": [{"host": "h", "port": 0}]},
+        {"v": 1, "op": "receive", "image_id": ID_A, "next": [{"host": "h", "name": "a b"}]},
+    ]
+    for item in bad:
+        with pytest.raises(R.RequestError):
+            R.validate_request(item)
+
+
+def test_split_ref_and_next_header():
+    assert R.split_ref("reg:5000/a/b") == ("reg:5000/a/b", "latest")
+    assert R.split_ref("reg:5000/a/b:1.0") == ("reg:5000/a/b", "1.0")
+    req = {"image_id": ID_A, "ref": "a:1", "content_label": None, "source_store": "graphdriver",
+           "next": [{"host": "h3", "port": 22, "name": "n3"}, {"host": "h4", "port": 22, "name": "n4"}]}
+    assert R.next_header(req) == {"v": 1, "op": "receive", "name": "n3", "image_id": ID_A, "ref": "a:1",
+                                  "content_label": None, "source_store": "graphdriver",
+                                  "next": [{"host": "h4", "port": 22, "name": "n4"}]}
+
+
+def test_loaded_ids_and_verify():
+    events = [{"stream": "Loaded image ID: " + ID_A + "\n"}, {"stream": "Loaded image: a:1\n"}]
+    assert R.loaded_ids(events) == ([ID_A], ["a:1"], None)
+    assert R.loaded_ids([{"errorDetail": {"message": "no space left on device"}}]) == ([], [], "no space left on device")
+    assert R.verify_loaded(ID_A, None, "graphdriver", "graphdriver", [ID_A], {}) is None
+    assert R.verify_loaded(ID_A, None, "graphdriver", "graphdriver", [ID_B], {}) == (
+        f"loaded image {ID_B} is not the source's {ID_A}")
+    assert R.verify_loaded(ID_A, None, "graphdriver", "graphdriver", [], {}) == "docker load reported no image"
+    assert R.verify_loaded(ID_A, "p1", "graphdriver", "containerd", [ID_B], {R.CONTENT_LABEL: "p1"}) is None
+    assert R.verify_loaded(ID_A, "p1", "graphdriver", "containerd", [ID_B], {}).startswith("loaded image lacks")
+
+
+class FakeAPI:
+    def __init__(self, loaded_id=ID_A, fail=None):
+        self.loaded_id, self.fail = loaded_id, fail
+        self.received = b""
+        self.tags, self.removed = [], []
+
+    def info(self):
+        return {"Driver": "overlay2", "DriverStatus": []}
+
+    def images(self, **_kw):
+        return [ID_B]
+
+    def load_image(self, data):
+        for chunk in data:
+            self.received += chunk
+        if self.fail:
+            return [{"error": self.fail}]
+        return [{"stream": f"Loaded image ID: {self.loaded_id}\n"}]
+
+    def inspect_image(self, ref):
+        return {"Id": ref, "Config": {"Labels": {}}}
+
+    def tag(self, image, repo, tag, force):
+        self.tags.append((image, repo, tag, force))
+
+    def remove_image(self, image, force, noprune):
+        self.removed.append(image)
+
+
+def stream(payload, chunk=3, cut=None):
+    data = b"".join(u.frame(payload[i:i + chunk]) for i in range(0, len(payload), chunk)) + u.end_mark(len(payload))
+    return io.BytesIO(data if cut is None else data[:cut])
+
+
+def receive(api, source, capsys):
+    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "a:1",
+                              "source_store": "graphdriver"})
+    rc = R.do_receive(api, req, CONFIG, source)
+    return rc, [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_receive_loads_verifies_then_tags(capsys):
+    api = FakeAPI()
+    rc, lines = receive(api, stream(b"0123456789"), capsys)
+    assert rc == 0 and api.received == b"0123456789"
+    assert api.tags == [(ID_A, "a", "1", True)]
+    assert lines[0]["ok"] is True and lines[0]["bytes"] == 10 and lines[0]["loaded_id"] == ID_A
+
+
+def test_cut_stream_aborts_the_load_and_tags_nothing(capsys):
+    api = FakeAPI()
+    rc, lines = receive(api, stream(b"0123456789", cut=12), capsys)  # inside the second 3-byte frame
+    assert rc == 1 and api.tags == []
+    assert lines[0]["ok"] is False and lines[0]["error"].startswith("the image stream ended inside a frame after 3 bytes")
+    rc, lines = receive(FakeAPI(), stream(b"0123456789", cut=14), capsys)  # after two whole frames
+    assert rc == 1 and lines[0]["error"].startswith("the image stream ended after 6 bytes without its end mark")
+
+
+def test_wrong_image_is_removed_and_not_tagged(capsys):
+    other = "sha256:" + "c" * 64
+    api = FakeAPI(loaded_id=other)
+    rc, lines = receive(api, stream(b"abc"), capsys)
+    assert rc == 1 and api.tags == [] and api.removed == [other]
+    assert lines[0]["error"].startswith(f"verification failed: loaded image {other} is not the source's {ID_A}")
+
+
+def test_load_error_is_reported(capsys):
+    api = FakeAPI(fail="no space left on device")
+    rc, lines = receive(api, stream(b"abc"), capsys)
+    assert rc == 1 and api.tags == [] and lines[0]["error"] == "docker load failed: no space left on device"
