@@ -178,9 +178,9 @@ import json
 import time
 import traceback
 import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _diagnosis
 
@@ -199,11 +199,12 @@ def http_call(method, url, api_key=None, body=None, timeout=10.0):
     if api_key:
         headers["Authorization"] = "Bearer " + api_key
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # nosec - the endpoint is the user's
-            raw = response.read().decode("utf-8", "replace")
-            status = response.status
+        # No proxy: the endpoint is on the fabric, which a proxy would not reach.
+        response = open_url(url, data=data, headers=headers, method=method, timeout=timeout, use_proxy=False,
+                            validate_certs=True, follow_redirects="none")
+        raw = response.read().decode("utf-8", "replace")
+        status = response.status
     except urllib.error.HTTPError as exc:
         raw = exc.read().decode("utf-8", "replace")
         status = exc.code

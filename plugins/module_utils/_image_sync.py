@@ -1,0 +1,438 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# PRIVATE: this file is internal to the dgxspark.vllm collection. It is not a
+# public API and may change in any release without notice. Do not import it
+# from other collections.
+"""The source side of image_sync: identity, plan, the relay protocol, the ssh processes and progress.
+
+The targets run the fleet's transfer program (roles/node_trust/files/dgxspark-transfer) as the
+forced command of the transfer key. A request is one JSON line on stdin; a ``receive`` is followed
+by the image archive in frames (4-byte big-endian length + data), a zero-length frame and a JSON
+trailer ``{"bytes": N}``, which lets every hop tell a complete stream from a cut one. The helpers
+here build the same ssh argv and headers as that program and are pure except for :class:`Hop`,
+:func:`request` and :func:`write_status`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import typing as t
+
+PROTOCOL = 1
+CONTENT_LABEL = "org.dgxspark.vllm.content"
+CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
+FRAME = struct.Struct(">I")
+CHUNK = 1 << 20
+IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+# --------------------------------------------------------------------------- engine facts
+
+def store_of(info: dict) -> str:
+    """``containerd`` when the engine keeps images in the containerd store (Docker 29 default), else ``graphdriver``.
+
+    ``docker info`` reports the containerd store as ``DriverStatus: [["driver-type", "io.containerd.snapshotter.v1"]]``;
+    under graph drivers (overlay2, vfs...) the image ID is the config digest, under containerd the manifest digest.
+    """
+    for pair in info.get("DriverStatus") or []:
+        if len(pair) == 2 and pair[0] == "driver-type" and pair[1] == CONTAINERD_SNAPSHOTTER:
+            return "containerd"
+    return "graphdriver"
+
+
+def image_summary(attrs: dict | None) -> dict | None:
+    """The parts of ``docker image inspect`` identity needs."""
+    if not attrs:
+        return None
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    return {"id": attrs.get("Id"), "repo_digests": list(attrs.get("RepoDigests") or []),
+            "content_label": labels.get(CONTENT_LABEL), "size": int(attrs.get("Size") or 0)}
+
+
+def is_image_id(image: str) -> bool:
+    return bool(IMAGE_ID_RE.match(image))
+
+
+# --------------------------------------------------------------------------- identity and plan
+
+def identity(source: dict, source_store: str, answer: dict, image: str, name: str) -> tuple[bool, str, str | None]:
+    """Is the target's image (from its ``inspect`` ANSWER) identical to SOURCE?
+
+    Returns ``(identical, reason, warning)``. Image IDs are compared only when both engines use the same
+    image store; otherwise the content label, then the repo digests decide, and without either the IDs
+    are compared with a warning (they differ between stores, so such a target is always transferred).
+    """
+    target = answer.get("ref_image")
+    if target is None:
+        return False, f"{image} is not on {name}", None
+    if answer.get("store") == source_store:
+        if target.get("id") == source.get("id"):
+            return True, "same image ID", None
+        return False, f"{image} is {target.get('id')} on {name}", None
+    if source.get("content_label"):
+        if target.get("content_label") == source["content_label"]:
+            return True, f"same {CONTENT_LABEL} label", None
+        return False, f"{name} has {CONTENT_LABEL}={target.get('content_label')}", None
+    shared = sorted(set(source.get("repo_digests") or []) & set(target.get("repo_digests") or []))
+    if shared:
+        return True, f"same repo digest {shared[0]}", None
+    warning = (f"{name}: its engine uses the {answer.get('store')} image store and the source the {source_store} store; "
+               f"image IDs differ between the two and {image} has neither a {CONTENT_LABEL} label nor a repo digest, "
+               "so its identity is judged by image ID (set the label when building the image)")
+    if target.get("id") == source.get("id"):
+        return True, "same image ID (different stores)", warning
+    return False, f"{image} is {target.get('id')} on {name} (different stores)", warning
+
+
+def need_bytes(size: int, target_store: str, min_free_bytes: int) -> int:
+    """Free bytes a target's Docker root needs to load an image of SIZE (uncompressed) and keep MIN_FREE_BYTES.
+
+    The containerd store keeps the compressed content beside the unpacked snapshots, so it needs about twice the size.
+    """
+    return size * (2 if target_store == "containerd" else 1) + min_free_bytes
+
+
+def plan(source: dict, source_store: str, image: str, targets: list[dict], answers: dict[str, dict],
+         min_free_bytes: int) -> tuple[list[dict], list[str], list[str]]:
+    """What to do per target: ``skip`` (identical), ``tag`` (the image is there under another name) or ``transfer``.
+
+    Returns ``(entries, disk_errors, warnings)``; every target needing a transfer is checked for disk space.
+    """
+    entries, disk_errors, warnings = [], [], []
+    for target in targets:
+        name = target["name"]
+        answer = answers[name]
+        same, reason, warning = identity(source, source_store, answer, image, name)
+        if warning:
+            warnings.append(warning)
+        before = (answer.get("ref_image") or {}).get("id")
+        entry = {"name": name, "host": target["host"], "port": target.get("port", 22), "reason": reason,
+                 "before_id": before, "store": answer.get("store"), "free_bytes": answer.get("free_bytes"),
+                 "need_bytes": 0, "bytes": 0, "seconds": 0.0, "mb_per_s": 0.0}
+        if same:
+            entry["action"] = "skip"
+        elif answer.get("store") == source_store and (answer.get("id_image") or {}).get("id") == source["id"] \
+                and not is_image_id(image):
+            entry["action"] = "tag"
+            entry["reason"] = f"{source['id']} is on {name} already; {image} is moved to it"
+        else:
+            entry["action"] = "transfer"
+            need = need_bytes(source["size"], answer.get("store"), min_free_bytes)
+            entry["need_bytes"] = need
+            free = int(answer.get("free_bytes") or 0)
+            if free < need:
+                disk_errors.append(
+                    f"{name}: {human(free)} free on its Docker root {answer.get('docker_root')}, but the image needs "
+                    f"{human(need)} ({human(source['size'])} image + {human(min_free_bytes)} headroom"
+                    f"{', doubled for the containerd store' if answer.get('store') == 'containerd' else ''})")
+        entries.append(entry)
+    return entries, disk_errors, warnings
+
+
+# --------------------------------------------------------------------------- relay protocol
+
+def ssh_argv(target: dict, key: str, known_hosts: str, user: str = "root", connect_timeout: int = 10,
+             ssh: str = "ssh") -> list[str]:
+    """The argv that reaches TARGET's forced command with the transfer key: no shell, no prompts, no TOFU.
+
+    The same list as ``ssh_argv`` in dgxspark-transfer, which the relay uses for the next hop.
+    """
+    return [
+        ssh, "-T", "-x",
+        "-i", key,
+        "-o", "IdentitiesOnly=yes",
+        "-o", "IdentityAgent=none",
+        "-o", "BatchMode=yes",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", "UserKnownHostsFile=" + known_hosts,
+        "-o", "GlobalKnownHostsFile=/dev/null",
+        "-o", "ConnectTimeout=%d" % int(connect_timeout),
+        "-o", "ServerAliveInterval=10",
+        "-o", "ServerAliveCountMax=6",
+        "-o", "Compression=no",
+        "-o", "LogLevel=ERROR",
+        "-p", str(target.get("port", 22)),
+        "-l", user,
+        "--", target["host"], "dgxspark-transfer",
+    ]
+
+
+def hop(entry: dict) -> dict:
+    return {"host": entry["host"], "port": entry.get("port", 22), "name": entry["name"]}
+
+
+def inspect_header(image: str, image_id: str) -> dict:
+    return {"v": PROTOCOL, "op": "inspect", "image": image, "image_id": image_id}
+
+
+def tag_header(image: str, image_id: str) -> dict:
+    return {"v": PROTOCOL, "op": "tag", "ref": image, "image_id": image_id}
+
+
+def receive_header(first: dict, rest: list[dict], image: str, source: dict, source_store: str) -> dict:
+    """The header the first hop of a chain gets; it forwards the stream to REST in order."""
+    return {"v": PROTOCOL, "op": "receive", "name": first["name"], "image_id": source["id"],
+            "ref": None if is_image_id(image) else image, "content_label": source.get("content_label"),
+            "source_store": source_store, "next": [hop(e) for e in rest]}
+
+
+def chains(entries: list[dict], strategy: str) -> list[list[dict]]:
+    """Relay: one chain through every target (the source sends once). Parallel: one chain per target."""
+    if not entries:
+        return []
+    if strategy == "relay":
+        return [list(entries)]
+    return [[e] for e in entries]
+
+
+def frame(data: bytes) -> bytes:
+    return FRAME.pack(len(data)) + data
+
+
+def end_mark(total: int) -> bytes:
+    return FRAME.pack(0) + json.dumps({"bytes": total}).encode() + b"\n"
+
+
+def parse_answers(lines: list[str]) -> tuple[dict[str, dict], list[str]]:
+    """Result lines of a chain by target name, and the lines that were not results."""
+    by_name: dict[str, dict] = {}
+    junk = []
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            junk.append(line)
+            continue
+        if isinstance(obj, dict) and obj.get("name"):
+            by_name[obj["name"]] = obj
+        else:
+            junk.append(line)
+    return by_name, junk
+
+
+def first_answer(lines: list[str]) -> dict | None:
+    for line in lines:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+# --------------------------------------------------------------------------- accounting
+
+def mb_per_s(nbytes: int, seconds: float) -> float:
+    return round(nbytes / seconds / 1e6, 1) if seconds > 0 else 0.0
+
+
+def human(nbytes: int | float) -> str:
+    value = float(nbytes)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"  # pragma: no cover
+
+
+class Progress:
+    """Bytes sent so far, rate and an estimate of the whole, written to a JSON status file at most every INTERVAL s."""
+
+    def __init__(self, path: str | None, expected: int, targets: list[str], clock: t.Callable[[], float] = time.monotonic,
+                 interval: float = 1.0):
+        self.path = path
+        self.expected = expected
+        self.targets = targets
+        self.clock = clock
+        self.interval = interval
+        self.start = clock()
+        self.bytes = 0
+        self.phase = "preflight"
+        self._last_write = None
+
+    def snapshot(self, done: bool = False, **extra: t.Any) -> dict:
+        seconds = max(self.clock() - self.start, 0.0)
+        percent = 100.0 if done else (min(99.0, round(100.0 * self.bytes / self.expected, 1)) if self.expected else 0.0)
+        data = {"phase": self.phase, "bytes": self.bytes, "expected_bytes": self.expected, "percent": percent,
+                "seconds": round(seconds, 1), "mb_per_s": mb_per_s(self.bytes, seconds), "targets": self.targets,
+                "done": done, "pid": os.getpid()}
+        data.update(extra)
+        return data
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+        if phase == "transfer":
+            self.start = self.clock()
+        self.write(force=True)
+
+    def add(self, nbytes: int) -> None:
+        self.bytes += nbytes
+        self.write()
+
+    def write(self, force: bool = False, done: bool = False, **extra: t.Any) -> bool:
+        now = self.clock()
+        if not self.path or (not force and not done and self._last_write is not None
+                             and now - self._last_write < self.interval):
+            return False
+        self._last_write = now
+        write_status(self.path, self.snapshot(done=done, **extra))
+        return True
+
+
+def write_status(path: str, data: dict) -> None:
+    """Replace PATH atomically, so a reader never sees half a file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".image_sync-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, sort_keys=True)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# --------------------------------------------------------------------------- processes
+
+def request(argv: list[str], header: dict, timeout: float) -> tuple[dict | None, str]:
+    """Send one request line to a target's transfer program; its first JSON answer and ssh's stderr."""
+    try:
+        proc = subprocess.run(argv, input=(json.dumps(header) + "\n").encode(), capture_output=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"no answer within {timeout:.0f}s"
+    except OSError as exc:
+        return None, str(exc)
+    answer = first_answer(proc.stdout.decode(errors="replace").splitlines())
+    return answer, proc.stderr.decode(errors="replace").strip()[-1000:]
+
+
+class Hop:
+    """The ssh process to the first node of a chain; its answers and stderr are read in threads."""
+
+    def __init__(self, argv: list[str], header: dict, names: list[str]):
+        self.names = names
+        self.lines: list[str] = []
+        self.err = b""
+        self.error: str | None = None
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # pylint: disable=consider-using-with
+                                     stderr=subprocess.PIPE)
+        self._threads = [threading.Thread(target=self._read_out, daemon=True),
+                         threading.Thread(target=self._read_err, daemon=True)]
+        for thread in self._threads:
+            thread.start()
+        self.write((json.dumps(header) + "\n").encode())
+
+    def _read_out(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.decode(errors="replace"))
+
+    def _read_err(self) -> None:
+        self.err = self.proc.stderr.read(65536)
+
+    @property
+    def alive(self) -> bool:
+        return self.error is None
+
+    def write(self, data: bytes) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.proc.stdin.write(data)
+        except OSError as exc:
+            self.error = f"the stream to {self.names[0]} broke: {exc}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def finish(self, timeout: float) -> int:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self.error = self.error or f"no answer within {timeout:.0f}s after the stream ended"
+        for thread in self._threads:
+            thread.join(5)
+        return self.proc.returncode
+
+    def stderr_text(self) -> str:
+        return self.err.decode(errors="replace").strip()[-800:]
+
+
+def chain_results(hops: list[tuple[Hop, list[dict]]]) -> dict[str, dict]:
+    """Per target name, the relay's answer or an error saying why it is missing."""
+    results: dict[str, dict] = {}
+    for proc, members in hops:
+        answers, junk = parse_answers(proc.lines)
+        for entry in members:
+            answer = answers.get(entry["name"])
+            if answer is None:
+                why = proc.error or f"ssh exited {proc.proc.returncode}"
+                detail = "; ".join(x for x in (proc.stderr_text(), " ".join(junk)[-400:]) if x)
+                answer = {"name": entry["name"], "ok": False, "bytes": 0,
+                          "error": f"no answer from {entry['name']} ({why}{': ' + detail if detail else ''})"}
+            results[entry["name"]] = answer
+    return results
+
+
+def pump(chunks: t.Iterable[bytes], hops: list[Hop], progress: Progress) -> int:
+    """Send the archive once to every hop in frames; returns the bytes read from the source."""
+    total = 0
+    for chunk in chunks:
+        if not chunk:
+            continue
+        data = frame(chunk)
+        for proc in hops:
+            proc.write(data)
+        total += len(chunk)
+        progress.add(len(chunk))
+        if not any(proc.alive for proc in hops):
+            return total
+    for proc in hops:
+        proc.write(end_mark(total))
+    return total
+
+
+def rechunk(chunks: t.Iterable[bytes], size: int = CHUNK) -> t.Iterator[bytes]:
+    """Yield pieces of at most SIZE bytes (the relay refuses huge frames)."""
+    for chunk in chunks:
+        for offset in range(0, len(chunk), size):
+            yield chunk[offset:offset + size]
+
+
+def file_chunks(path: str, size: int = CHUNK) -> t.Iterator[bytes]:
+    with open(path, "rb") as fh:
+        while True:
+            data = fh.read(size)
+            if not data:
+                return
+            yield data
+
+
+def table(rows: list[dict]) -> list[str]:
+    """The per-node summary lines (node, action, bytes, seconds, MB/s)."""
+    lines = [f"{'node':<20} {'action':<9} {'bytes':>14} {'seconds':>8} {'MB/s':>8}"]
+    for row in rows:
+        lines.append(f"{row['name']:<20} {row['action']:<9} {row.get('bytes', 0):>14} {row.get('seconds', 0):>8.1f} "
+                     f"{row.get('mb_per_s', 0):>8.1f}")
+    return lines

@@ -1,0 +1,457 @@
+#!/usr/bin/python
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ansible module dgxspark.vllm.image_sync."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: image_sync
+short_description: Make a Docker image present and identical on other nodes, streamed node to node over the fabric
+version_added: 0.1.0
+author:
+  - dgxspark.vllm maintainers (@dgxspark)
+description:
+  - Runs on the B(source) node, the one that has O(image) (typically a pair's head), and makes the same image present
+    under the same name on every node of O(targets), over SSH on the fabric network. Nothing passes through the controller.
+  - The targets must trust the fleet's transfer key (role C(dgxspark.vllm.node_trust)), whose forced command on every
+    node is the collection's transfer program. It answers C(inspect), C(tag) and C(receive) requests and nothing else.
+  - B(Identity first.) Each target is asked (in parallel) which image O(image) is there. Image IDs are compared when both
+    engines use the same image store (graph driver or containerd, from C(docker info)). Between stores, where the IDs
+    differ, the C(org.dgxspark.vllm.content) label decides, then the repo digests; without either the IDs are compared
+    with a warning. An identical target is skipped, and for a skipped target nothing is read from the source. A target
+    that has the image under another name only gets the tag moved (no bytes).
+  - B(Disk preflight.) Every target that needs the image must have the image size (twice that for the containerd
+    store) plus O(min_free_bytes) free on its Docker root. Otherwise the module fails naming each such node with its
+    free space, and nothing is sent to any target.
+  - B(Transfer.) The image is saved by ID (so the archive carries no tag) from the source's engine with the docker SDK
+    and streamed straight into the targets' engines. With O(strategy=relay) (the default) the targets form a chain.
+    The source sends the image once to the first target, which loads it while forwarding the same stream to the next,
+    and so on. The source's read and send cost therefore does not grow with the number of targets. With
+    O(strategy=parallel) the source reads the image once and sends it to every target directly.
+  - B(Verification and safety.) The stream is framed and ends with a byte count, so a target can tell a complete
+    stream from a cut one. A cut stream aborts the load and creates no image. After a load, the loaded image ID must
+    equal the source's (or carry the same content label between stores). Only then is O(image) moved to it. A wrong
+    image is removed again and the name is left where it was, so an interrupted or failed transfer never changes the
+    target's existing tags, and a rerun completes it. After the transfer every target is inspected again.
+  - Reports bytes, seconds and MB/s per target. With O(status_file), progress (bytes, rate, percent) is written to a
+    JSON file on the source about every second, so that a play running the module with C(async) can show it.
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Asks the targets and reports per target whether it would be skipped, tagged or transferred, with the bytes.
+  diff_mode:
+    support: full
+    details: The image ID under O(image) on every target, before and after.
+  idempotent:
+    support: full
+  platform:
+    support: full
+    platforms: posix
+requirements:
+  - docker SDK for Python (Debian/Ubuntu C(python3-docker)) on the source and on every target
+  - the OpenSSH client on the source and the targets (the relay runs C(ssh) to the next target)
+options:
+  image:
+    description:
+      - The image on the source, as C(repository[:tag]) (the tag defaults to C(latest)) or as an image ID C(sha256:...).
+      - With a name, the same name points to the same image on every target afterwards; with an ID, the image is only
+        made present (no tag).
+    type: str
+    required: true
+  targets:
+    description:
+      - The nodes that must have the image, in relay order.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      host:
+        description: The target's fabric address (or a name that resolves to it), as it appears in O(known_hosts).
+        type: str
+        required: true
+      name:
+        description: The target's inventory name, used in messages and results. Defaults to O(targets[].host).
+        type: str
+      port:
+        description: The target's SSH port.
+        type: int
+        default: 22
+  ssh_key:
+    description: The fleet's transfer private key on the source (and, for the relay, on every target).
+    type: path
+    default: /etc/dgxspark/transfer/id_ed25519
+  known_hosts:
+    description:
+      - The known_hosts file with the targets' host keys under their fabric addresses (written by C(dgxspark.vllm.node_trust)).
+      - Host keys are always checked strictly; an unknown or changed key fails the target.
+    type: path
+    default: /etc/dgxspark/transfer/known_hosts
+  ssh_user:
+    description: The user the transfer key is authorized for on the targets.
+    type: str
+    default: root
+  connect_timeout:
+    description: Seconds SSH waits for a target to answer.
+    type: int
+    default: 10
+  min_free_bytes:
+    description:
+      - Bytes that must remain free on a target's Docker root once the image is loaded (headroom).
+    type: int
+    default: 5368709120
+  strategy:
+    description:
+      - V(relay) streams through a chain of the targets (each loads while forwarding), so the source sends the image once.
+      - V(parallel) sends a copy to every target straight from the source (one read, one stream per target).
+    type: str
+    choices: [relay, parallel]
+    default: relay
+  timeout:
+    description: Seconds the whole transfer may take; when exceeded the streams are cut, which leaves the targets as they were.
+    type: int
+    default: 3600
+  tmp_tar:
+    description:
+      - Save the image to a temporary file in O(tmp_dir) first and stream from that file, instead of streaming from
+        C(docker save) directly. The file is removed at the end.
+    type: bool
+    default: false
+  tmp_dir:
+    description: Directory for O(tmp_tar).
+    type: path
+    default: /var/tmp
+  status_file:
+    description:
+      - A file on the source the module rewrites about every second with its progress as JSON (C(phase), C(bytes),
+        C(expected_bytes), C(percent), C(seconds), C(mb_per_s), C(targets), C(done)), for a poller such as the
+        C(dgxspark.vllm.image_sync) role. Not written when unset.
+    type: path
+  docker_host:
+    description: The source's Docker engine.
+    type: str
+    default: unix:///var/run/docker.sock
+notes:
+  - Docker's own C(docker load) replaces a tag as soon as the archive names it (moby#35625); this module never ships a
+    tag. It saves by image ID and tags on the target only after the loaded ID has been verified.
+  - Layers that a cut load had already unpacked may stay in the target's layer store until Docker cleans them up; they
+    are not an image and carry no tag.
+  - C(changed) is true when bytes moved or a tag moved.
+seealso:
+  - name: Docker image transfer integrity
+    description: Repo digests are lost on save/load, and image IDs differ between the graph-driver and containerd stores.
+    link: https://github.com/moby/moby/issues/22011
+"""
+
+EXAMPLES = r"""
+- name: Make the serving image identical on the workers of this pair (run on the head)
+  dgxspark.vllm.image_sync:
+    image: vllm-node:latest
+    targets:
+      - {host: 192.168.100.11, name: spark-2}
+  register: synced
+
+- name: Fan out to three nodes through a relay chain, with progress in a file
+  dgxspark.vllm.image_sync:
+    image: vllm-node:latest
+    targets:
+      - {host: 192.168.100.11, name: spark-2}
+      - {host: 192.168.100.12, name: spark-3}
+      - {host: 192.168.100.13, name: spark-4}
+    min_free_bytes: "{{ 20 * 1024 ** 3 }}"
+    status_file: /run/dgxspark-image-sync.json
+  async: 3600
+  poll: 0
+  register: job
+
+- name: Show what would move
+  dgxspark.vllm.image_sync:
+    image: vllm-node:latest
+    targets: [{host: 192.168.100.11, name: spark-2}]
+  check_mode: true
+"""
+
+RETURN = r"""
+image_id:
+  description: The image's ID on the source.
+  returned: always
+  type: str
+  sample: sha256:4c0b5f3c0e0f5ab1d62c1ab7e0e5bd1c6f2bb4e64f6b1f2ab6e0d1f2a3b4c5d6
+source:
+  description: The source engine's image store and the image's size (uncompressed bytes).
+  returned: always
+  type: dict
+  sample: {store: graphdriver, size: 19327352832, content_label: null, repo_digests: []}
+targets:
+  description:
+    - One entry per target, in the order given. C(action) is V(skip) (identical), V(tag) (only the tag moved),
+      V(transfer) or V(failed) (with C(error)).
+    - C(bytes), C(seconds) and C(mb_per_s) are what the target received and loaded (C(0) unless transferred);
+      C(before_id)/C(after_id) the image ID under O(image) before and after; C(reason) why the action was chosen;
+      C(free_bytes) and C(need_bytes) the disk preflight.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {name: spark-2, host: 192.168.100.11, action: transfer, bytes: 19330000000, seconds: 21.4, mb_per_s: 903.3,
+       before_id: null, after_id: "sha256:4c0b...", reason: "vllm-node:latest is not on spark-2"}
+bytes_sent:
+  description: Bytes the source read from its engine and sent (once per chain; C(0) when nothing moved).
+  returned: always
+  type: int
+  sample: 19330000000
+elapsed:
+  description: Wall time of the whole module run, in seconds (identity checks included).
+  returned: always
+  type: float
+  sample: 0.9
+seconds:
+  description: Wall time of the transfer phase.
+  returned: always
+  type: float
+  sample: 21.9
+table:
+  description: A per-node summary (node, action, bytes, seconds, MB/s), one line per entry.
+  returned: always
+  type: list
+  elements: str
+  sample: ["node                 action             bytes  seconds     MB/s", "spark-2              skip                   0      0.0      0.0"]
+"""
+
+import concurrent.futures
+import os
+import tempfile
+import threading
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
+    PROTOCOL, Hop, Progress, chain_results, chains, file_chunks, image_summary, inspect_header,
+    mb_per_s, plan, pump, receive_header, rechunk, request, ssh_argv, store_of, table, tag_header, identity,
+)
+
+try:
+    import docker
+    from docker.errors import DockerException, ImageNotFound
+except ImportError:
+    HAS_DOCKER = False
+    DOCKER_IMPORT_ERROR = traceback.format_exc()
+else:
+    HAS_DOCKER = True
+    DOCKER_IMPORT_ERROR = None
+
+
+def ask_all(targets: list[dict], header: dict, argv_of, timeout: float) -> dict[str, tuple[dict | None, str]]:
+    """Send HEADER to every target at once; answers by target name."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(16, len(targets)))) as pool:
+        futures = {t["name"]: pool.submit(request, argv_of(t), header, timeout) for t in targets}
+        return {name: fut.result() for name, fut in futures.items()}
+
+
+def save_stream(api, image_id: str, tmp_tar: bool, tmp_dir: str):
+    """The archive of IMAGE_ID (no tags) as chunks, and the temporary file to remove afterwards (or None)."""
+    if not tmp_tar:
+        return rechunk(api.get_image(image_id, chunk_size=1 << 20)), None
+    fd, path = tempfile.mkstemp(prefix="image_sync-", suffix=".tar", dir=tmp_dir)
+    with os.fdopen(fd, "wb") as fh:
+        for chunk in api.get_image(image_id, chunk_size=1 << 20):
+            fh.write(chunk)
+    return file_chunks(path), path
+
+
+def run_module() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "image": {"type": "str", "required": True},
+            "targets": {"type": "list", "elements": "dict", "required": True, "options": {
+                "host": {"type": "str", "required": True},
+                "name": {"type": "str"},
+                "port": {"type": "int", "default": 22},
+            }},
+            "ssh_key": {"type": "path", "default": "/etc/dgxspark/transfer/id_ed25519"},
+            "known_hosts": {"type": "path", "default": "/etc/dgxspark/transfer/known_hosts"},
+            "ssh_user": {"type": "str", "default": "root"},
+            "connect_timeout": {"type": "int", "default": 10},
+            "min_free_bytes": {"type": "int", "default": 5368709120},
+            "strategy": {"type": "str", "choices": ["relay", "parallel"], "default": "relay"},
+            "timeout": {"type": "int", "default": 3600},
+            "tmp_tar": {"type": "bool", "default": False},
+            "tmp_dir": {"type": "path", "default": "/var/tmp"},
+            "status_file": {"type": "path"},
+            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
+        },
+        supports_check_mode=True,
+    )
+    if not HAS_DOCKER:
+        module.fail_json(msg=missing_required_lib("docker (python3-docker)"), exception=DOCKER_IMPORT_ERROR)
+    began = time.monotonic()
+    p = module.params
+    image = p["image"]
+    targets = [{"host": t["host"], "name": t.get("name") or t["host"], "port": t.get("port") or 22} for t in p["targets"]]
+    names = [t["name"] for t in targets]
+    if len(set(names)) != len(names):
+        module.fail_json(msg=f"targets must have distinct names (got {', '.join(names)})")
+    for path in (p["ssh_key"], p["known_hosts"]):
+        if targets and not os.path.exists(path):
+            module.fail_json(msg=f"{path} does not exist on the source: set up the fleet's transfer trust first "
+                                 "(role dgxspark.vllm.node_trust)")
+
+    try:
+        api = docker.APIClient(base_url=p["docker_host"], version="auto", timeout=max(60, p["timeout"]))
+        source_attrs = api.inspect_image(image)
+        source_store = store_of(api.info())
+    except ImageNotFound:
+        module.fail_json(msg=f"the image {image} is not on the source's engine ({p['docker_host']}); build or pull it "
+                             "there first, or run the module on the node that has it")
+    except DockerException as exc:
+        module.fail_json(msg=f"cannot ask the source's Docker engine at {p['docker_host']}: {exc}",
+                         exception=traceback.format_exc())
+    source = image_summary(source_attrs)
+    result = {"changed": False, "image_id": source["id"], "bytes_sent": 0, "seconds": 0.0,
+              "source": {"store": source_store, "size": source["size"], "content_label": source["content_label"],
+                         "repo_digests": source["repo_digests"]}}
+    progress = Progress(p["status_file"], source["size"], names)
+    progress.set_phase("preflight")
+
+    def argv_of(target: dict) -> list[str]:
+        return ssh_argv(target, p["ssh_key"], p["known_hosts"], p["ssh_user"], p["connect_timeout"])
+
+    def fail(msg: str, **extra) -> None:
+        result["elapsed"] = round(time.monotonic() - began, 3)
+        progress.write(done=True, error=msg)
+        module.fail_json(msg=msg, **result, **extra)
+
+    # 1. identity and disk space on every target, in parallel
+    answers, unreachable = {}, []
+    asked = ask_all(targets, inspect_header(image, source["id"]), argv_of, p["connect_timeout"] + 60)
+    for name, (answer, err) in asked.items():
+        if answer is None or not answer.get("ok"):
+            why = (answer or {}).get("error") or err or "no answer"
+            unreachable.append(f"{name}: {why}")
+        elif answer.get("protocol") != PROTOCOL:
+            unreachable.append(f"{name}: its transfer program speaks protocol {answer.get('protocol')}, this module {PROTOCOL}")
+        else:
+            answers[name] = answer
+    if unreachable:
+        result["targets"] = []
+        fail("cannot ask every target about the image over the fabric (is the fleet's transfer trust set up and up to "
+             "date? role dgxspark.vllm.node_trust): " + " | ".join(unreachable))
+    entries, disk_errors, warnings = plan(source, source_store, image, targets, answers, p["min_free_bytes"])
+    for warning in warnings:
+        module.warn(warning)
+    result["targets"] = entries
+    if disk_errors:
+        fail("not enough disk space for the image; nothing was sent to any node: " + " | ".join(disk_errors))
+
+    moving = [e for e in entries if e["action"] in ("tag", "transfer")]
+    result["changed"] = bool(moving)
+    result["diff"] = {"before": {e["name"]: e["before_id"] for e in entries},
+                      "after": {e["name"]: (e["before_id"] if e["action"] == "skip" else source["id"]) for e in entries}}
+    for e in entries:
+        e["after_id"] = e["before_id"] if e["action"] == "skip" else source["id"]
+        if e["action"] == "transfer":
+            e["bytes"] = source["size"]  # estimate, replaced by the measured bytes below
+    if module.check_mode or not moving:
+        for e in entries:
+            if e["action"] != "transfer":
+                e["bytes"] = 0
+        result["table"] = table(entries)
+        result["elapsed"] = round(time.monotonic() - began, 3)
+        progress.write(done=True)
+        module.exit_json(**result)
+
+    # 2. tags only
+    for e in entries:
+        if e["action"] == "tag":
+            answer, err = request(argv_of(e), tag_header(image, source["id"]), p["connect_timeout"] + 60)
+            if answer is None or not answer.get("ok"):
+                e["action"], e["error"] = "failed", (answer or {}).get("error") or err or "no answer"
+        elif e["action"] == "transfer":
+            e["bytes"] = 0
+
+    # 3. the stream: once per chain, framed, with a watchdog
+    transfers = [e for e in entries if e["action"] == "transfer"]
+    if transfers:
+        progress.set_phase("transfer")
+        tmp_path = None
+        hops = []
+        started = time.monotonic()
+        timed_out = threading.Event()
+
+        def expire() -> None:
+            timed_out.set()
+            for proc, _members in hops:
+                proc.kill()
+
+        watchdog = threading.Timer(p["timeout"], expire)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            for chain in chains(transfers, p["strategy"]):
+                header = receive_header(chain[0], chain[1:], image, source, source_store)
+                hops.append((Hop(argv_of(chain[0]), header, [e["name"] for e in chain]), chain))
+            chunks, tmp_path = save_stream(api, source["id"], p["tmp_tar"], p["tmp_dir"])
+            result["bytes_sent"] = pump(chunks, [h for h, _m in hops], progress)
+            progress.set_phase("loading")
+            for proc, _members in hops:
+                proc.finish(max(30.0, p["timeout"] - (time.monotonic() - started)))
+        except (DockerException, OSError) as exc:
+            for proc, _members in hops:
+                proc.kill()
+                proc.finish(10)
+            fail(f"reading {image} from the source's engine failed: {exc}; no target was tagged",
+                 exception=traceback.format_exc())
+        finally:
+            watchdog.cancel()
+            if tmp_path and os.path.exists(tmp_path):
+                os.unlink(tmp_path)
+        result["seconds"] = round(time.monotonic() - started, 3)
+        answers_by_name = chain_results(hops)
+        for e in transfers:
+            answer = answers_by_name[e["name"]]
+            e["bytes"] = int(answer.get("bytes") or 0)
+            e["seconds"] = float(answer.get("seconds") or 0.0)
+            e["mb_per_s"] = mb_per_s(e["bytes"], e["seconds"])
+            if not answer.get("ok"):
+                e["action"] = "failed"
+                e["error"] = answer.get("error") or "failed"
+                if timed_out.is_set():
+                    e["error"] = f"the transfer exceeded timeout={p['timeout']}s and was cut; " + e["error"]
+
+    # 4. look again at every target that was not skipped: verify the changed ones, record where the others stand
+    progress.set_phase("verify")
+    touched = [e for e in entries if e["action"] != "skip"]
+    after = ask_all(touched, inspect_header(image, source["id"]), argv_of, p["connect_timeout"] + 60)
+    for e in touched:
+        answer, err = after[e["name"]]
+        if answer is None or not answer.get("ok"):
+            e["after_id"] = None
+            if e["action"] != "failed":
+                e["action"], e["error"] = "failed", f"could not verify: {(answer or {}).get('error') or err}"
+            continue
+        e["after_id"] = (answer.get("ref_image") or {}).get("id")
+        same, reason, _warning = identity(source, source_store, answer, image, e["name"])
+        if e["action"] != "failed" and not same:
+            e["action"], e["error"] = "failed", f"verification after the transfer failed: {reason}"
+    result["diff"]["after"] = {e["name"]: e.get("after_id") for e in entries}
+    result["changed"] = any(e["bytes"] > 0 for e in entries) or any(e["action"] == "tag" for e in entries)
+    result["table"] = table(entries)
+    failed = [e for e in entries if e["action"] == "failed"]
+    if failed:
+        fail(f"{image} did not reach every target (their previous tags are unchanged; rerun to complete): "
+             + " | ".join(f"{e['name']}: {e['error']}" for e in failed))
+    result["elapsed"] = round(time.monotonic() - began, 3)
+    progress.write(done=True)
+    module.exit_json(**result)
+
+
+def main() -> None:
+    run_module()
+
+
+if __name__ == "__main__":
+    main()

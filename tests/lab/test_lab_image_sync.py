@@ -1,0 +1,297 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Lab tests of node_trust, the image_sync module and the image_sync role (issue 6, items 1-3 and 6).
+
+Needs four lab nodes (two pairs): the fixture starts the extra ones. Small images are built on
+this machine from dgxspark-lab/tiny with a random layer, loaded into node 1 only, and moved by
+the collection over the lab's fabric network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from labkit import BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, fabric_if, fabric_ip, mgmt_ip, node, node_exec, run
+
+NODES = 4
+IMAGE = f"{PREFIX}-lab/imgsync"
+NAME = f"{IMAGE}:current"  # the name every test moves
+TRUST_DIR = "/etc/dgxspark/transfer"
+TINY = "dgxspark-lab/tiny:latest"
+
+
+# --------------------------------------------------------------------------- helpers
+
+def playbook_text(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+def play(path, *args, check=False):
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(path), *args], check=check, env=ansible_env())
+
+
+TRUST_PLAY = """---
+- name: Transfer trust
+  hosts: spark_pairs
+  gather_facts: false
+  roles:
+    - role: dgxspark.vllm.node_trust
+"""
+
+SYNC_PLAY = """---
+- name: Image sync
+  hosts: spark_pairs
+  gather_facts: false
+  roles:
+    - role: dgxspark.vllm.image_sync
+"""
+
+
+def module(target_nodes, *, image=NAME, extra=None, check=False):
+    """Run the module on node 1 (the source) towards TARGET_NODES; its JSON result and the process."""
+    args = {"image": image, "targets": [{"host": fabric_ip(i), "name": node(i)} for i in target_nodes]}
+    args.update(extra or {})
+    argv = [str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", "dgxspark.vllm.image_sync", "-a", json.dumps(args)]
+    if check:
+        argv.append("--check")
+    proc = run(argv, check=False, env=adhoc_env())
+    return parse_adhoc(proc.stdout), proc
+
+
+def adhoc_env():
+    return ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+
+
+def parse_adhoc(stdout):
+    match = re.search(r"\| (?:SUCCESS|CHANGED|FAILED!?) => (\{.*)", stdout, re.S)
+    assert match, stdout[-3000:]
+    return json.loads(match.group(1))
+
+
+def image_id(i, ref):
+    proc = node_exec(node(i), "docker", "image", "inspect", "--format", "{{.Id}}", ref, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def all_image_ids(i):
+    return set(node_exec(node(i), "docker", "images", "-a", "-q", "--no-trunc").stdout.split())
+
+
+def tx_bytes(i):
+    return int(node_exec(node(i), "cat", f"/sys/class/net/{fabric_if(i)}/statistics/tx_bytes").stdout)
+
+
+def drop_image(i, *refs):
+    for ref in refs:
+        node_exec(node(i), "docker", "image", "rm", "-f", ref, check=False)
+
+
+def build(tag, megabytes):
+    """A throwaway image on this machine: the tiny lab image plus MEGABYTES of random bytes; returns its ID."""
+    dockerfile = f"FROM {TINY}\nRUN busybox dd if=/dev/urandom of=/blob bs=1M count={megabytes}\n"
+    run(["docker", "build", "-q", "-t", tag, "-"], input_text=dockerfile)
+    return run(["docker", "image", "inspect", "--format", "{{.Id}}", tag]).stdout.strip()
+
+
+def load_into_node1(tag, as_name=NAME):
+    """Copy TAG from this machine into node 1 only and point AS_NAME at it there."""
+    save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)  # pylint: disable=consider-using-with
+    load = subprocess.run(["docker", "exec", "-i", node(1), "docker", "load", "-q"], stdin=save.stdout,
+                          capture_output=True, check=False)
+    save.stdout.close()
+    assert save.wait() == 0 and load.returncode == 0, load.stderr
+    node_exec(node(1), "docker", "tag", tag, as_name)
+
+
+def recap(stdout, host):
+    match = re.search(rf"^{re.escape(host)}\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", stdout, re.M)
+    assert match, stdout[-3000:]
+    return {"ok": int(match.group(1)), "changed": int(match.group(2)), "unreachable": int(match.group(3)),
+            "failed": int(match.group(4))}
+
+
+def transfer_ssh(i, host, *command, stdin=""):
+    """ssh from node I with the fleet's transfer key to HOST (strict host keys, the fleet's known_hosts)."""
+    return node_exec(node(i), "ssh", "-T", "-i", f"{TRUST_DIR}/id_ed25519", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+                     "-o", f"UserKnownHostsFile={TRUST_DIR}/known_hosts", "-o", "StrictHostKeyChecking=yes",
+                     "-o", "ConnectTimeout=5", host, *command, check=False, input_text=stdin)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def lab4(lab):
+    """Four lab nodes (two pairs) and three images built here: v1, v2 (same name, other content) and fan."""
+    if len(lab["_meta"]["hostvars"]) < NODES:
+        run([*LAB, "up", "--nodes", str(NODES), "--no-engine-images"])
+    ids = {"v1": build(f"{IMAGE}:v1", 40), "v2": build(f"{IMAGE}:v2", 90), "fan": build(f"{IMAGE}:fan", 60)}
+    for i in range(1, NODES + 1):
+        drop_image(i, NAME, *(f"{IMAGE}:{k}" for k in ids), *ids.values())
+    yield ids
+    for i in range(1, NODES + 1):
+        drop_image(i, NAME, *(f"{IMAGE}:{k}" for k in ids), *ids.values())
+        node_exec(node(i), "tc", "qdisc", "del", "dev", fabric_if(i), "root", check=False)
+    run(["docker", "image", "rm", *(f"{IMAGE}:{k}" for k in ids)], check=False)
+
+
+@pytest.fixture(scope="module")
+def trusted(lab4, tmp_path_factory):
+    """The fleet's transfer trust, set up from scratch (after checking the nodes do not trust each other)."""
+    path = playbook_text(tmp_path_factory.mktemp("trust"), "trust.yml", TRUST_PLAY)
+    play(path, "-e", "node_trust_state=absent", check=True)
+    denied = node_exec(node(1), "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
+                       "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", fabric_ip(2), "true", check=False)
+    assert denied.returncode == 255 and "Permission denied" in denied.stderr, denied.stderr
+    first = play(path, "-v", check=True)
+    return {"play": path, "first": first, "ids": lab4}
+
+
+# --------------------------------------------------------------------------- trust
+
+def test_trust_is_restricted_idempotent_and_secret(trusted):
+    private = node_exec(node(1), "cat", f"{TRUST_DIR}/id_ed25519").stdout
+    body = "".join(private.strip().splitlines()[1:-1])
+    assert len(body) > 100 and body[20:80] not in trusted["first"].stdout  # no_log kept the key out of the output
+    for i in range(1, NODES + 1):
+        assert node_exec(node(i), "stat", "-c", "%a %U", f"{TRUST_DIR}/id_ed25519").stdout.split() == ["600", "root"]
+        assert node_exec(node(i), "cat", f"{TRUST_DIR}/id_ed25519").stdout == private  # one key per fleet
+        known = node_exec(node(i), "cat", f"{TRUST_DIR}/known_hosts").stdout.splitlines()
+        assert [line.split()[0] for line in known] == [fabric_ip(j) for j in range(1, NODES + 1)]
+        hostkey = node_exec(node(i), "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.split()[:2]
+        assert f"{fabric_ip(i)} {hostkey[0]} {hostkey[1]}" in known
+        line = [entry for entry in node_exec(node(i), "cat", "/root/.ssh/authorized_keys").stdout.splitlines()
+                if entry.endswith("dgxspark-transfer@spark_pairs")]
+        allowed = ",".join(fabric_ip(j) for j in range(1, NODES + 1))
+        assert len(line) == 1 and line[0].startswith(f'restrict,from="{allowed}",command="/usr/bin/python3 ')
+
+    # The key reaches the forced command over the fabric, whatever command is asked for.
+    request = json.dumps({"v": 1, "op": "inspect", "image": TINY, "image_id": None}) + "\n"
+    answer = transfer_ssh(1, fabric_ip(2), "id", stdin=request)
+    assert answer.returncode == 0, answer.stderr
+    reply = json.loads(answer.stdout)
+    assert reply["ok"] is True and reply["store"] == "graphdriver" and reply["ref_image"]["id"] == image_id(2, TINY)
+    assert "uid=" not in answer.stdout
+    # Anything but a request is refused by the program; a shell is never reached.
+    junk = transfer_ssh(1, fabric_ip(2), "sh", "-c", "touch /tmp/pwned", stdin="touch /tmp/pwned\n")
+    assert json.loads(junk.stdout)["ok"] is False
+    assert node_exec(node(2), "test", "-e", "/tmp/pwned", check=False).returncode == 1
+    # From a non-fabric address the key is refused (from=).
+    mgmt = transfer_ssh(1, mgmt_ip(2), stdin=request)
+    assert mgmt.returncode == 255
+    # Idempotent.
+    again = play(trusted["play"], check=True)
+    for i in range(1, NODES + 1):
+        assert recap(again.stdout, node(i))["changed"] == 0, again.stdout[-3000:]
+
+
+# --------------------------------------------------------------------------- module and role
+
+def test_image_reaches_node2_with_the_same_id_and_rerun_moves_nothing(trusted, tmp_path):
+    ids = trusted["ids"]
+    load_into_node1(f"{IMAGE}:v1")
+    assert image_id(1, NAME) == ids["v1"] and image_id(2, NAME) is None
+    path = playbook_text(tmp_path, "sync.yml", SYNC_PLAY)
+    first = play(path, "--limit", "pair1", "-e", f"image_sync_image={NAME}", "-e", "image_sync_trust=false",
+                 "-e", "image_sync_progress_interval=1", check=True)
+    assert image_id(2, NAME) == ids["v1"]
+    assert recap(first.stdout, node(1))["changed"] >= 1
+    row = re.search(rf"- {re.escape(node(2))}\s+transfer\s+(\d+)\s+([\d.]+)\s+([\d.]+)", first.stdout)
+    assert row and int(row.group(1)) > 40_000_000, first.stdout[-3000:]
+    assert re.search(rf"{node(1)} -> {node(2)}: \w+, [\d.]+ MB of ~[\d.]+ MB", first.stdout)  # a progress line
+
+    second = play(path, "--limit", "pair1", "-e", f"image_sync_image={NAME}", "-e", "image_sync_trust=false", check=True)
+    assert recap(second.stdout, node(1))["changed"] == 0 and recap(second.stdout, node(2))["changed"] == 0
+    assert re.search(rf"- {re.escape(node(2))}\s+skip\s+0\s", second.stdout)
+
+    result, proc = module([2])
+    assert proc.returncode == 0 and result["changed"] is False, proc.stdout[-3000:]
+    assert result["targets"][0]["action"] == "skip" and result["targets"][0]["reason"] == "same image ID"
+    assert result["bytes_sent"] == 0 and result["elapsed"] < 2.0
+
+
+def test_check_mode_reports_what_would_move(trusted):
+    ids = trusted["ids"]
+    before = all_image_ids(3)
+    result, proc = module([2, 3], check=True)
+    assert proc.returncode == 0 and result["changed"] is True
+    assert [(t["name"], t["action"]) for t in result["targets"]] == [(node(2), "skip"), (node(3), "transfer")]
+    assert result["targets"][1]["bytes"] > 40_000_000 and result["bytes_sent"] == 0
+    # The per-target IDs are the diff's before/after (the callback prints the diff itself only with --diff).
+    assert [(t["before_id"], t["after_id"]) for t in result["targets"]] == [(ids["v1"], ids["v1"]), (None, ids["v1"])]
+    assert all_image_ids(3) == before
+
+
+def test_interrupted_transfer_keeps_the_old_tag_and_a_rerun_completes(trusted):
+    ids = trusted["ids"]
+    load_into_node1(f"{IMAGE}:v2")  # node 1: NAME -> v2; node 2 still has NAME -> v1
+    assert image_id(2, NAME) == ids["v1"]
+    before = all_image_ids(2)
+    # Slow node 1's fabric egress so the 90 MB stream takes seconds, then cut it on node 2 mid-way.
+    node_exec(node(1), "tc", "qdisc", "add", "dev", fabric_if(1), "root", "tbf", "rate", "60mbit", "burst", "256kb",
+              "latency", "400ms")
+    try:
+        args = {"image": NAME, "targets": [{"host": fabric_ip(2), "name": node(2)}]}
+        start_tx = tx_bytes(1)
+        job = subprocess.Popen([str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", "dgxspark.vllm.image_sync",  # pylint: disable=consider-using-with
+                                "-a", json.dumps(args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=adhoc_env(), cwd=REPO)
+        deadline = time.monotonic() + 60
+        while tx_bytes(1) - start_tx < 20_000_000:
+            assert job.poll() is None and time.monotonic() < deadline, "the transfer ended before it could be cut"
+            time.sleep(0.2)
+        pids = node_exec(node(2), "pgrep", "-f", "dgxspark-transfer").stdout.split()
+        assert pids
+        node_exec(node(2), "kill", "-9", *pids)
+        out, _err = job.communicate(timeout=120)
+    finally:
+        node_exec(node(1), "tc", "qdisc", "del", "dev", fabric_if(1), "root", check=False)
+    result = parse_adhoc(out)
+    assert job.returncode != 0, out[-3000:]
+    assert node(2) in result["msg"] and "previous tags are unchanged" in result["msg"]
+    assert result["targets"][0]["action"] == "failed" and result["targets"][0]["after_id"] == ids["v1"]
+    # Nothing partial and nothing retagged on node 2.
+    assert image_id(2, NAME) == ids["v1"]
+    assert image_id(2, ids["v2"]) is None
+    assert all_image_ids(2) == before
+
+    result, proc = module([2])
+    assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
+    assert result["targets"][0]["action"] == "transfer" and image_id(2, NAME) == ids["v2"]
+    assert image_id(2, ids["v1"]) == ids["v1"]  # the previous image stays (untagged), for a rollback
+
+
+def test_full_target_disk_fails_the_preflight_and_sends_nothing(trusted):
+    ids = trusted["ids"]
+    before = {i: all_image_ids(i) for i in (3, 4)}
+    start_tx = tx_bytes(1)
+    result, proc = module([3, 4], extra={"min_free_bytes": 10 ** 16})
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "nothing was sent to any node" in result["msg"]
+    for i in (3, 4):
+        assert re.search(rf"{node(i)}: [\d.]+ [KMGT]?B free on its Docker root /var/lib/docker", result["msg"]), result["msg"]
+        assert all_image_ids(i) == before[i] and image_id(i, NAME) is None
+    assert tx_bytes(1) - start_tx < 1_000_000  # only the identity questions went out
+    assert image_id(3, ids["v2"]) is None
+
+
+def test_fan_out_to_three_sends_the_image_once(trusted, tmp_path):
+    ids = trusted["ids"]
+    load_into_node1(f"{IMAGE}:fan")
+    size = int(node_exec(node(1), "docker", "image", "inspect", "--format", "{{.Size}}", NAME).stdout)
+    path = playbook_text(tmp_path, "sync.yml", SYNC_PLAY)
+    start_tx = tx_bytes(1)
+    out = play(path, "-e", f"image_sync_image={NAME}", "-e", "image_sync_trust=false", "-e", "image_sync_scope=fleet",
+               "-e", "image_sync_progress_interval=2", check=True)
+    sent = tx_bytes(1) - start_tx
+    for i in (2, 3, 4):
+        assert image_id(i, NAME) == ids["fan"], out.stdout[-3000:]
+        assert re.search(rf"- {re.escape(node(i))}\s+transfer\s+\d{{8,}}\s", out.stdout), out.stdout[-3000:]
+    # About one image's worth left node 1, not three (framing, ssh and the identity questions add a little).
+    assert size * 0.9 < sent < size * 1.35, (sent, size)

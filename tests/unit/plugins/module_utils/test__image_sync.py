@@ -1,0 +1,207 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of the pure logic of image_sync: identity, plan, relay argv and headers, framing, progress."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync as u
+
+ID_A = "sha256:" + "a" * 64
+ID_B = "sha256:" + "b" * 64
+SRC = {"id": ID_A, "repo_digests": [], "content_label": None, "size": 10_000_000_000}
+
+INFO_GRAPH = {"Driver": "overlay2", "DriverStatus": [["Backing Filesystem", "extfs"], ["Supports d_type", "true"]]}
+INFO_CONTAINERD = {"Driver": "overlayfs", "DriverStatus": [["driver-type", "io.containerd.snapshotter.v1"]]}
+
+
+def answer(ref_id=None, store="graphdriver", free=100_000_000_000, id_image=None, label=None, digests=None):
+    ref = None if ref_id is None else {"id": ref_id, "repo_digests": digests or [], "content_label": label, "size": 1}
+    return {"ok": True, "protocol": 1, "store": store, "free_bytes": free, "docker_root": "/var/lib/docker",
+            "ref_image": ref, "id_image": id_image}
+
+
+def test_store_of_docker_info():
+    assert u.store_of(INFO_GRAPH) == "graphdriver"
+    assert u.store_of(INFO_CONTAINERD) == "containerd"
+    assert u.store_of({"Driver": "vfs", "DriverStatus": None}) == "graphdriver"
+
+
+def test_image_summary_reads_id_digests_label_and_size():
+    attrs = {"Id": ID_A, "RepoDigests": ["r@sha256:" + "c" * 64], "Size": 42,
+             "Config": {"Labels": {u.CONTENT_LABEL: "patch-1", "other": "x"}}}
+    assert u.image_summary(attrs) == {"id": ID_A, "repo_digests": ["r@sha256:" + "c" * 64], "content_label": "patch-1",
+                                      "size": 42}
+    assert u.image_summary(None) is None
+    assert u.image_summary({"Id": ID_A, "Config": {"Labels": None}})["content_label"] is None
+
+
+def test_identity_same_store_compares_ids():
+    assert u.identity(SRC, "graphdriver", answer(ID_A), "img:1", "n2") == (True, "same image ID", None)
+    assert u.identity(SRC, "graphdriver", answer(ID_B), "img:1", "n2") == (False, f"img:1 is {ID_B} on n2", None)
+    assert u.identity(SRC, "graphdriver", answer(None), "img:1", "n2") == (False, "img:1 is not on n2", None)
+
+
+def test_identity_across_stores_uses_label_then_digests_then_warns():
+    labelled = dict(SRC, content_label="p1")
+    assert u.identity(labelled, "graphdriver", answer(ID_B, "containerd", label="p1"), "i", "n") == (
+        True, f"same {u.CONTENT_LABEL} label", None)
+    assert u.identity(labelled, "graphdriver", answer(ID_A, "containerd", label="p2"), "i", "n")[0] is False
+    digested = dict(SRC, repo_digests=["r@sha256:" + "d" * 64])
+    assert u.identity(digested, "graphdriver", answer(ID_B, "containerd", digests=["r@sha256:" + "d" * 64]), "i", "n") == (
+        True, "same repo digest r@sha256:" + "d" * 64, None)
+    same, reason, warning = u.identity(SRC, "graphdriver", answer(ID_B, "containerd"), "i", "n")
+    assert (same, reason) == (False, f"i is {ID_B} on n (different stores)")
+    assert warning.startswith("n: its engine uses the containerd image store and the source the graphdriver store")
+
+
+def test_need_bytes_doubles_for_containerd():
+    assert u.need_bytes(10, "graphdriver", 5) == 15
+    assert u.need_bytes(10, "containerd", 5) == 25
+
+
+def test_plan_skip_tag_transfer_and_disk():
+    targets = [{"name": "n2", "host": "10.0.0.2"}, {"name": "n3", "host": "10.0.0.3", "port": 2222},
+               {"name": "n4", "host": "10.0.0.4"}, {"name": "n5", "host": "10.0.0.5"}]
+    answers = {"n2": answer(ID_A), "n3": answer(ID_B, id_image={"id": ID_A}), "n4": answer(None),
+               "n5": answer(None, free=12_000_000_000)}
+    entries, disk, warnings = u.plan(SRC, "graphdriver", "img:1", targets, answers, 5_000_000_000)
+    assert [e["action"] for e in entries] == ["skip", "tag", "transfer", "transfer"]
+    assert entries[1]["port"] == 2222 and entries[1]["before_id"] == ID_B
+    assert entries[2]["need_bytes"] == 15_000_000_000
+    assert disk == ["n5: 12.0 GB free on its Docker root /var/lib/docker, but the image needs 15.0 GB "
+                    "(10.0 GB image + 5.0 GB headroom)"]
+    assert warnings == []
+
+
+def test_plan_by_image_id_never_tags():
+    entries, _disk, _w = u.plan(SRC, "graphdriver", ID_A, [{"name": "n2", "host": "h"}],
+                                {"n2": answer(None, id_image={"id": ID_A})}, 0)
+    assert entries[0]["action"] == "transfer"
+
+
+def test_ssh_argv_is_strict_and_shell_free():
+    argv = u.ssh_argv({"host": "192.168.100.12", "port": 2222}, "/k", "/kh", "root", 7)
+    assert argv[0] == "ssh" and argv[-3:] == ["--", "192.168.100.12", "dgxspark-transfer"]
+    assert "StrictHostKeyChecking=yes" in argv and "UserKnownHostsFile=/kh" in argv and "BatchMode=yes" in argv
+    assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-i") + 1] == "/k"
+    assert "ConnectTimeout=7" in argv and not any("StrictHostKeyChecking=no" in a for a in argv)
+
+
+def test_chains_and_headers():
+    entries = [{"name": f"n{i}", "host": f"h{i}", "port": 22} for i in (2, 3, 4)]
+    relay = u.chains(entries, "relay")
+    assert [[e["name"] for e in c] for c in relay] == [["n2", "n3", "n4"]]
+    assert [[e["name"] for e in c] for c in u.chains(entries, "parallel")] == [["n2"], ["n3"], ["n4"]]
+    assert u.chains([], "relay") == []
+    header = u.receive_header(entries[0], entries[1:], "img:1", SRC, "graphdriver")
+    assert header == {"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "img:1", "content_label": None,
+                      "source_store": "graphdriver",
+                      "next": [{"host": "h3", "port": 22, "name": "n3"}, {"host": "h4", "port": 22, "name": "n4"}]}
+    assert u.receive_header(entries[0], [], ID_A, SRC, "graphdriver")["ref"] is None
+    assert u.inspect_header("img:1", ID_A) == {"v": 1, "op": "inspect", "image": "img:1", "image_id": ID_A}
+    assert u.tag_header("img:1", ID_A) == {"v": 1, "op": "tag", "ref": "img:1", "image_id": ID_A}
+
+
+def test_framing():
+    assert u.frame(b"abc") == struct.pack(">I", 3) + b"abc"
+    assert u.end_mark(123) == struct.pack(">I", 0) + b'{"bytes": 123}\n'
+    assert [len(c) for c in u.rechunk([b"x" * 5, b"y" * 2], size=2)] == [2, 2, 1, 2]
+
+
+def test_parse_answers_and_first_answer():
+    lines = ['{"name": "n2", "ok": true, "bytes": 5}\n', "garbage\n", '{"ok": false}\n', "\n"]
+    by_name, junk = u.parse_answers(lines)
+    assert by_name == {"n2": {"name": "n2", "ok": True, "bytes": 5}}
+    assert junk == ["garbage", '{"ok": false}']
+    assert u.first_answer(["noise", '{"ok": true}']) == {"ok": True}
+    assert u.first_answer(["noise"]) is None
+
+
+class FakeProc:
+    def __init__(self, lines, error=None, rc=1, err=b""):
+        self.lines, self.error, self.err = lines, error, err
+        self.proc = type("P", (), {"returncode": rc})()
+
+    def stderr_text(self):
+        return self.err.decode()
+
+
+def test_chain_results_names_missing_answers():
+    proc = FakeProc(['{"name": "n2", "ok": true, "bytes": 9}'], error=None, rc=1, err=b"broken pipe")
+    results = u.chain_results([(proc, [{"name": "n2"}, {"name": "n3"}])])
+    assert results["n2"] == {"name": "n2", "ok": True, "bytes": 9}
+    assert results["n3"] == {"name": "n3", "ok": False, "bytes": 0, "error": "no answer from n3 (ssh exited 1: broken pipe)"}
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_accounting_and_throttled_status_file(tmp_path):
+    clock = Clock()
+    path = tmp_path / "status.json"
+    progress = u.Progress(str(path), 200_000_000, ["n2", "n3"], clock=clock, interval=1.0)
+    progress.set_phase("transfer")
+    clock.now += 0.5
+    progress.add(50_000_000)  # within the interval: not written
+    assert json.loads(path.read_text())["bytes"] == 0
+    clock.now += 0.5
+    progress.add(50_000_000)
+    data = json.loads(path.read_text())
+    assert (data["bytes"], data["percent"], data["seconds"], data["mb_per_s"], data["done"]) == (
+        100_000_000, 50.0, 1.0, 100.0, False)
+    progress.add(150_000_000)
+    assert progress.snapshot()["percent"] == 99.0  # never 100 % before the end
+    assert progress.write(done=True)
+    assert json.loads(path.read_text())["done"] is True and '"done": true' in path.read_text()
+
+
+def test_progress_without_file_writes_nothing():
+    progress = u.Progress(None, 0, [], clock=Clock())
+    assert progress.write(force=True) is False
+    assert progress.snapshot()["percent"] == 0.0
+
+
+def test_pump_sends_once_and_marks_the_end():
+    class Sink:
+        def __init__(self):
+            self.data, self.alive = b"", True
+
+        def write(self, data):
+            self.data += data
+
+    sinks = [Sink(), Sink()]
+    progress = u.Progress(None, 10, ["a"], clock=Clock())
+    assert u.pump([b"ab", b"", b"cde"], sinks, progress) == 5
+    expected = u.frame(b"ab") + u.frame(b"cde") + u.end_mark(5)
+    assert sinks[0].data == expected and sinks[1].data == expected
+    assert progress.bytes == 5
+
+
+def test_pump_stops_when_every_hop_is_dead():
+    class Dead:
+        alive = False
+
+        def __init__(self):
+            self.writes = 0
+
+        def write(self, _data):
+            self.writes += 1
+
+    dead = Dead()
+    assert u.pump([b"a", b"b", b"c"], [dead], u.Progress(None, 3, [], clock=Clock())) == 1
+    assert dead.writes == 1  # no end mark after a dead hop
+
+
+def test_mb_per_s_human_and_table():
+    assert u.mb_per_s(100_000_000, 2.0) == 50.0 and u.mb_per_s(5, 0) == 0.0
+    assert u.human(999) == "999 B" and u.human(1_500_000) == "1.5 MB" and u.human(73_336_115_200) == "73.3 GB"
+    lines = u.table([{"name": "n2", "action": "transfer", "bytes": 10, "seconds": 1.25, "mb_per_s": 0.0}])
+    assert lines[1].split() == ["n2", "transfer", "10", "1.2", "0.0"]
