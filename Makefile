@@ -54,8 +54,12 @@ lab-down:
 lab-status:
 	$(PYTHON) lab/lab.py status
 
+# The field's image (lab stand-in: vLLM 0.17.1 with Qwen3.5, no Ray) on the lab, then the whole
+# deployment, then one chat completion answered by the two-node cluster.
 demo: venv lab-up
-	$(BIN)/ansible-playbook -i inventories/lab playbooks/deploy_qwen35.yml
+	$(PYTHON) lab/lab.py load lab/vllm-qwen35:0.17
+	$(BIN)/ansible-playbook -i inventories/lab/hosts.yml playbooks/deploy_qwen35.yml
+	$(PYTHON) lab/chat.py
 
 unit: venv
 	$(BIN)/pytest -q tests/unit $(wildcard lab/engine/tests)

@@ -361,6 +361,11 @@ def start_node(i: int) -> None:
         for argv in (["ip", "link", "set", current, "down"], ["ip", "link", "set", current, "name", ifname],
                      ["ip", "link", "set", ifname, "up"]):
             dexec(name, *argv)
+    # Connecting the second network can move Docker's default route onto it, and the rename (link down)
+    # deletes it: route outbound traffic (package mirrors) through mgmt, as a Spark's 10GbE port does.
+    gateway = subnet_ip(MGMT_SUBNET, 1)
+    mgmt_if = next((l["ifname"] for l in links for a in l.get("addr_info", []) if a.get("local") == mgmt_ip), "eth0")
+    dexec(name, "ip", "route", "replace", "default", "via", gateway, "dev", mgmt_if)
     log(f"node {name}: mgmt {mgmt_ip}, fabric {ifname} {fabric_ip}")
 
 
@@ -453,6 +458,27 @@ def load_images(images: list[str], nodes: list[str]) -> None:
             log(f"{node}: loaded {image} in {time.time() - t0:.1f}s")
 
 
+MODELS_DIR = "/srv/dgxspark/models"
+
+
+def seed_models(nodes: list[str]) -> None:
+    """The stand-in weights (a few MB, made by lab/engine/make_models.py) under MODELS_DIR on every node.
+
+    model_sync (download once on the head, then sync to the peers) is not built yet; until it is, the lab
+    puts the weights on every node itself.
+    """
+    sys.path.insert(0, str(LAB / "engine"))
+    import make_models  # pylint: disable=import-outside-toplevel
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in ("qwen35", "qwen3moe"):
+            make_models.write_model(Path(tmp), model, shard_kb=64)
+        tar = subprocess.run(["tar", "-C", tmp, "-c", "."], stdout=subprocess.PIPE, check=True).stdout
+    for node in nodes:
+        dexec(node, "mkdir", "-p", MODELS_DIR)
+        dexec(node, "tar", "-C", MODELS_DIR, "-x", input_bytes=tar)
+    log(f"stand-in models under {MODELS_DIR} on {', '.join(nodes)}")
+
+
 def cmd_up(args: argparse.Namespace) -> None:
     if not 1 <= args.nodes <= MAX_NODES:
         die(f"--nodes must be between 1 and {MAX_NODES}")
@@ -473,6 +499,8 @@ def cmd_up(args: argparse.Namespace) -> None:
     write_inventory(names)
     preload = [TINY_IMAGE] + [spec for spec in args.load]
     load_images(preload, names)
+    if (LAB / "engine" / "make_models.py").exists():
+        seed_models(names)
     log(f"lab is up: {', '.join(names)}")
 
 
@@ -542,6 +570,7 @@ def main(argv: list[str]) -> None:
     p = sub.add_parser("load", help="load images from this machine's engine into every node")
     p.add_argument("images", nargs="+")
     sub.add_parser("inventory", help="rewrite inventories/lab/hosts.yml")
+    sub.add_parser("models", help="put the stand-in model weights on every node")
     args = parser.parse_args(argv)
     if args.cmd == "images":
         build_images(args.names)
@@ -555,6 +584,8 @@ def main(argv: list[str]) -> None:
         load_images(args.images, running_nodes())
     elif args.cmd == "inventory":
         write_inventory(running_nodes())
+    elif args.cmd == "models":
+        seed_models(running_nodes())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,68 @@
+"""deploy_qwen35.yml end to end on the lab: preflight, hybrid overlay, image_sync, Ray, vllm serve TP=2, probe."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, run
+
+DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
+KEY = "lab-api-key-not-a-secret"
+
+
+def deploy(*args):
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), DEPLOY, *args], check=False, env=ansible_env(),
+               timeout=1500)
+
+
+def recap(proc, host):
+    line = next(line for line in proc.stdout.splitlines() if line.startswith(host + " ") and "ok=" in line)
+    return dict(item.split("=") for item in line.split(":", 1)[1].split())
+
+
+def head_container():
+    return node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}} {{.RestartCount}}",
+                     "dgxspark-ray-head").stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def deployed(lab):
+    run([*LAB, "images", "vllm-qwen35-0.17"])
+    run([*LAB, "load", "lab/vllm-qwen35:0.17"])
+    run([*LAB, "models"])
+    first = deploy("-v")
+    yield first
+    run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "tests" / "lab" / "playbooks" / "serve.yml"),
+         "-e", "vllm_serve_state=absent"], check=False, env=ansible_env())
+
+
+def test_deploy_from_zero_serves_a_chat_completion(deployed):
+    assert deployed.returncode == 0, deployed.stdout[-5000:]
+    flat = " ".join(deployed.stdout.split())
+    assert (f"pair1: serving qwen3.5-122b-a10b-fp8 at http://{fabric_ip(1)}:8000/v1, TP 2 over {node(1)} + {node(2)}, "
+            "2 GPU(s), ready in") in flat
+    chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))],
+               env=dict(os.environ, DEMO_URL=f"http://{fabric_ip(1)}:8000", DEMO_API_KEY=KEY))
+    assert "assistant: " in chat.stdout and "reasoning: " in chat.stdout and "usage:" in chat.stdout
+
+
+def test_api_key_never_in_inspect_ps_or_ansible_output(deployed):
+    assert KEY not in deployed.stdout  # the -v run
+    for index in (1, 2):
+        inspect = node_exec(node(index), "sh", "-c", "docker inspect $(docker ps -aq)").stdout
+        assert KEY not in inspect
+        assert KEY not in node_exec(node(index), "ps", "auxww").stdout
+    # ... but the server does require it.
+    assert run(["curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code}",
+                f"http://{fabric_ip(1)}:8000/v1/models"]).stdout == "401"
+
+
+def test_second_deploy_changes_and_restarts_nothing(deployed):
+    before = head_container()
+    second = deploy()
+    assert second.returncode == 0, second.stdout[-5000:]
+    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0"
+    assert head_container() == before  # same container, same start, no restart
