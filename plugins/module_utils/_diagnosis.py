@@ -30,7 +30,7 @@ ENGINE_EXITED = "engine_exited"
 TIMEOUT = "timeout"
 
 DESCRIPTIONS = {
-    ARCHITECTURE_NOT_SUPPORTED: "architecture not supported by this vLLM",
+    ARCHITECTURE_NOT_SUPPORTED: "architecture not supported by this image",
     ARCHITECTURE_INSPECTION_FAILED: "architecture failed inspection",
     DEPENDENCY_CONFLICT: "dependency conflict",
     COLLECTIVE_INIT_HANG: "collective (NCCL) init hang",
@@ -44,7 +44,7 @@ DESCRIPTIONS = {
 }
 
 HINTS = {
-    ARCHITECTURE_NOT_SUPPORTED: "use an image whose vLLM registers this architecture (hybrid_image strategy overlay)",
+    ARCHITECTURE_NOT_SUPPORTED: "use an image whose vLLM and transformers know this architecture (hybrid_image overlay)",
     ARCHITECTURE_INSPECTION_FAILED: "the model module does not import in this image; see the root exception",
     DEPENDENCY_CONFLICT: "the image's packages do not satisfy vLLM's pins; run pip check in the image",
     COLLECTIVE_INIT_HANG: "ranks cannot reach each other: check NCCL_SOCKET_IFNAME/VLLM_HOST_IP per node and the fabric link",
@@ -66,7 +66,8 @@ _LOG_PREFIX = re.compile(r"^(?:\(\w[\w:]*(?: pid=\d+)?(?:, ip=[\d.]+)?\) ?)?"   
 # The last line vLLM prints for each failure, most specific first.
 _FINAL_PATTERNS = [
     (ARCHITECTURE_INSPECTION_FAILED, re.compile(r"Model architectures \[.*\] failed to be inspected")),
-    (ARCHITECTURE_NOT_SUPPORTED, re.compile(r"Model architectures \[.*\] are not supported for now")),
+    (ARCHITECTURE_NOT_SUPPORTED, re.compile(r"Model architectures \[.*\] are not supported for now|"
+                                            r"has model type `[^`]+` but Transformers does not recognize this architecture")),
     (OUT_OF_MEMORY, re.compile(r"(?:CUDA )?[Oo]ut of memory|OutOfMemoryError|No available memory for the cache blocks|"
                                r"running low on memory|is larger than the maximum number of tokens that can be stored in KV cache")),
     (ADDRESS_IN_USE, re.compile(r"[Aa]ddress already in use|EADDRINUSE")),

@@ -286,6 +286,12 @@ def probe(params, watch=None, clock=time.monotonic, sleep=time.sleep, call=http_
             ended_name, ended_reason = watch.ended()
             if ended_name:
                 break
+            # Log growth is sampled every round: a rendezvous that went silent is a hang, found without
+            # waiting for the deadline (NCCL itself never times out here).
+            quiet = watch.seconds_without_progress()
+            if quiet >= params["hang_after"] and _diagnosis.rendezvous_state(
+                    "\n".join(watch.logs(n) for n in watch.names)) == "started":
+                break
         status, _body = call("GET", base + "/health", timeout=5)
         checks["health"] = str(status) if status else f"no answer ({_body})"
         if status == 200:

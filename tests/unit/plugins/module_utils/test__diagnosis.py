@@ -46,6 +46,17 @@ def test_unsupported_architecture():
     assert "Model architectures ['Qwen3_5MoeForConditionalGeneration'] are not supported for now" in result["summary"]
 
 
+def test_transformers_too_old_for_the_model_type_is_unsupported_architecture():
+    text = ("(APIServer pid=5) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+            "(APIServer pid=5)   Value error, The checkpoint you are trying to load has model type `qwen3_5_moe` but Transformers "
+            "does not recognize this architecture. This could be because of an issue with the checkpoint, or because your "
+            "version of Transformers is out of date. [type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]\n")
+    result = d.classify(text, exited=True)
+    assert result["category"] == d.ARCHITECTURE_NOT_SUPPORTED
+    assert result["summary"].startswith("architecture not supported by this image: The checkpoint you are trying to load "
+                                        "has model type `qwen3_5_moe` but Transformers does not recognize this architecture.")
+
+
 def test_missing_model_files():
     result = d.classify(log("model_missing.log"), exited=True)
     assert result["category"] == d.MODEL_FILES_MISSING

@@ -118,6 +118,7 @@ def test_silent_rendezvous_becomes_a_collective_init_hang():
     call = server({"/health": lambda n: (0, "Connection refused")})
     result = sp.probe(PARAMS, FakeWatch(log=log, quiet=31.0), clock=clock, sleep=clock.sleep, call=call)
     assert result["diagnosis"]["category"] == "collective_init_hang"
+    assert clock.now == 0.0  # found in the first round, not at the 30 s deadline
 
 
 # ------------------------------------------------------------------ against the lab engine on loopback
