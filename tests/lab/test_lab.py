@@ -6,7 +6,15 @@ import json
 import os
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, playbook, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, run
+
+
+# The preflight stage of deploy_qwen35.yml, alone (the whole deployment is tested in test_lab_deploy.py).
+PREFLIGHT = str(REPO / "tests" / "lab" / "playbooks" / "preflight.yml")
+
+
+def preflight(*args):
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), PREFLIGHT, *args], check=False, env=ansible_env())
 
 
 def test_ansible_reaches_every_node(lab):
@@ -58,7 +66,7 @@ def test_nvidia_smi_stand_in_formats(lab):
 
 
 def test_deploy_preflight_prints_every_node(lab):
-    proc = playbook("deploy_qwen35.yml")
+    proc = preflight()
     assert proc.returncode == 0, proc.stdout[-3000:]
     for index in (1, 2):
         line = next(line for line in proc.stdout.splitlines() if f"{node(index)} (pair1" in line)
@@ -73,7 +81,7 @@ def test_deploy_preflight_prints_every_node(lab):
 def test_preflight_names_the_node_without_a_gpu(lab):
     node_exec(node(2), "sh", "-c", "mkdir -p /etc/dgxspark-lab && echo 0 > /etc/dgxspark-lab/gpus")
     try:
-        proc = playbook("deploy_qwen35.yml")
+        proc = preflight()
     finally:
         node_exec(node(2), "rm", "-f", "/etc/dgxspark-lab/gpus")
     assert proc.returncode != 0
@@ -83,7 +91,7 @@ def test_preflight_names_the_node_without_a_gpu(lab):
 
 
 def test_fleet_validation_refuses_duplicate_fabric_ips(lab):
-    proc = playbook("deploy_qwen35.yml", "-e", '{"dgxspark_fabric_ip": "%s"}' % fabric_ip(89))
+    proc = preflight("-e", '{"dgxspark_fabric_ip": "%s"}' % fabric_ip(89))
     assert proc.returncode != 0
     flat = " ".join(proc.stdout.split())
     assert f"pair pair1: host {node(2)} has fabric IP {fabric_ip(89)}, which {node(1)} already uses" in flat
@@ -95,7 +103,7 @@ def test_preflight_names_the_node_with_a_wrong_fabric_ip(lab, tmp_path):
     override.write_text("all:\n  children:\n    spark_pairs:\n      children:\n        pair1:\n          hosts:\n"
                         f"            {node(2)}:\n              dgxspark_fabric_ip: {fabric_ip(89)}\n")
     proc = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(override),
-                str(REPO / "playbooks" / "deploy_qwen35.yml")], check=False, env=ansible_env())
+                PREFLIGHT], check=False, env=ansible_env())
     assert proc.returncode != 0
     flat = " ".join(proc.stdout.split())
     assert (f"{node(2)}: the fabric interface enP2p1s0f1np1 has {fabric_ip(2)}, but the inventory says "
