@@ -129,7 +129,8 @@ def transfer_ssh(i, host, *command, stdin=""):
 @pytest.fixture(scope="module")
 def lab4(lab):
     """Four lab nodes (two pairs) and three images built here: v1, v2 (same name, other content) and fan."""
-    if len(lab["_meta"]["hostvars"]) < NODES:
+    grew = len(lab["_meta"]["hostvars"]) < NODES
+    if grew:
         run([*LAB, "up", "--nodes", str(NODES), "--no-engine-images"])
     ids = {"v1": build(f"{IMAGE}:v1", 40), "v2": build(f"{IMAGE}:v2", 90), "fan": build(f"{IMAGE}:fan", 60)}
     for i in range(1, NODES + 1):
@@ -139,6 +140,8 @@ def lab4(lab):
         drop_image(i, NAME, *(f"{IMAGE}:{k}" for k in ids), *ids.values())
         node_exec(node(i), "tc", "qdisc", "del", "dev", fabric_if(i), "root", check=False)
     run(["docker", "image", "rm", *(f"{IMAGE}:{k}" for k in ids)], check=False)
+    if grew:  # back to the session's lab, so later tests run on the pair they were written for
+        run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"])), "--no-engine-images"])
 
 
 @pytest.fixture(scope="module")
