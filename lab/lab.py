@@ -338,6 +338,9 @@ def start_node(i: int) -> None:
             return
         run(["docker", "rm", "-f", name], quiet=True)
     volume = f"{name}-docker"
+    # A node made anew gets a fresh engine: a volume left by an earlier lab would bring its containers back
+    # (restart policies) and images with it.
+    run(["docker", "volume", "rm", "-f", volume], check=False, quiet=True)
     run(["docker", "volume", "create", "--label", f"{LABEL}=volume", "--label", f"{LABEL}.prefix={PREFIX}", volume],
         quiet=True)
     run(["docker", "run", "-d", "--name", name, "--hostname", name, "--init",
