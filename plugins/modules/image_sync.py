@@ -229,6 +229,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker
 from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
     PROTOCOL, Hop, Progress, chain_results, chains, file_chunks, image_summary, inspect_header,
     mb_per_s, plan, pump, receive_header, rechunk, request, ssh_argv, store_of, table, tag_header, identity,
@@ -300,8 +301,8 @@ def run_module() -> None:
             module.fail_json(msg=f"{path} does not exist on the source: set up the fleet's transfer trust first "
                                  "(role dgxspark.vllm.node_trust)")
 
+    api = _docker.client(module, docker, p["docker_host"], timeout=max(60, p["timeout"]), low_level=True)
     try:
-        api = docker.APIClient(base_url=p["docker_host"], version="auto", timeout=max(60, p["timeout"]))
         source_attrs = api.inspect_image(image)
         source_store = store_of(api.info())
     except ImageNotFound:

@@ -216,7 +216,7 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _ray
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker, _ray
 
 try:
     import docker
@@ -294,18 +294,14 @@ def main() -> None:
     if module.params["timeout"] < 1:
         module.fail_json(msg=f"timeout must be at least 1 second, got {module.params['timeout']}")
 
+    client = _docker.client(module, docker, module.params["docker_host"])
     try:
-        if module.params["docker_host"]:
-            client = docker.DockerClient(base_url=module.params["docker_host"])
-        else:
-            client = docker.from_env()
-        try:
-            container = client.containers.get(name)
-        except NotFound:
-            container = None
+        container = client.containers.get(name)
+    except NotFound:
+        container = None
     except DockerException as exc:
-        module.fail_json(msg=f"cannot talk to the Docker daemon on this node: {exc}; is Docker running and may this "
-                             f"user use it?", exception=traceback.format_exc())
+        module.fail_json(msg=_docker.unreachable_message(module.params["docker_host"], exc),
+                         exception=traceback.format_exc())
 
     info = {"name": name, "status": None, "id": None}
     unreachable = None

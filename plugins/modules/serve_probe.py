@@ -182,7 +182,7 @@ import urllib.error
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _diagnosis
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _diagnosis, _docker
 
 try:
     import docker  # pylint: disable=import-error
@@ -224,6 +224,7 @@ class ContainerWatch:
         self.names = list(names)
         self.baseline = {}
         self.log_size = {}
+        self.texts = {}
         self.last_progress = time.monotonic()
 
     def state(self, name):
@@ -258,15 +259,21 @@ class ContainerWatch:
         return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
 
     def seconds_without_progress(self):
+        """Seconds since a watched log last grew; reads every log once and keeps it for text()."""
         grew = False
         for name in self.names:
-            size = len(self.logs(name))
+            self.texts[name] = self.logs(name)
+            size = len(self.texts[name])
             if size != self.log_size.get(name):
                 grew = True
                 self.log_size[name] = size
         if grew:
             self.last_progress = time.monotonic()
         return time.monotonic() - self.last_progress
+
+    def text(self):
+        """The logs as the last seconds_without_progress() read them, joined (no second read of a whole log)."""
+        return "\n".join(t for t in (self.texts.get(n, "") for n in self.names) if t)
 
 
 def probe(params, watch=None, clock=time.monotonic, sleep=time.sleep, call=http_call):
@@ -289,8 +296,7 @@ def probe(params, watch=None, clock=time.monotonic, sleep=time.sleep, call=http_
             # Log growth is sampled every round: a rendezvous that went silent is a hang, found without
             # waiting for the deadline (NCCL itself never times out here).
             quiet = watch.seconds_without_progress()
-            if quiet >= params["hang_after"] and _diagnosis.rendezvous_state(
-                    "\n".join(watch.logs(n) for n in watch.names)) == "started":
+            if quiet >= params["hang_after"] and _diagnosis.rendezvous_state(watch.text()) == "started":
                 break
         status, _body = call("GET", base + "/health", timeout=5)
         checks["health"] = str(status) if status else f"no answer ({_body})"
@@ -319,9 +325,8 @@ def probe(params, watch=None, clock=time.monotonic, sleep=time.sleep, call=http_
             break
         sleep(params["interval"])
 
-    texts = [watch.logs(n) for n in watch.names] if watch else []
-    text = "\n".join(t for t in texts if t)
-    seconds_quiet = watch.seconds_without_progress() if watch else None
+    seconds_quiet = watch.seconds_without_progress() if watch else None  # reads every log once more
+    text = watch.text() if watch else ""
     diagnosis = _diagnosis.classify(text, http_status=http_status, seconds_without_progress=seconds_quiet,
                                     hang_after=params["hang_after"], exited=bool(ended_name),
                                     timed_out=not ended_name and http_status is None)
@@ -357,11 +362,7 @@ def main():
     if params["containers"]:
         if not HAS_DOCKER:
             module.fail_json(msg=missing_required_lib("docker"), exception=DOCKER_IMPORT_ERROR)
-        try:
-            client = docker.DockerClient(base_url=params["docker_host"]) if params["docker_host"] else docker.from_env()
-        except Exception as exc:  # pylint: disable=broad-except
-            module.fail_json(msg=f"cannot reach the Docker engine on this node: {exc}", exception=traceback.format_exc())
-        watch = ContainerWatch(client, params["containers"])
+        watch = ContainerWatch(_docker.client(module, docker, params["docker_host"]), params["containers"])
     result = probe(params, watch)
     if watch:
         result["containers"] = {name: watch.state(name) for name in watch.names}

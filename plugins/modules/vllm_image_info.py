@@ -346,7 +346,7 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_fs
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker, _image_fs
 
 try:
     import docker
@@ -414,15 +414,15 @@ def main() -> None:
     if timeout < 1:
         module.fail_json(msg=f"timeout must be at least 1 second, got {timeout}")
 
+    client = _docker.client(module, docker, module.params["docker_host"], timeout=timeout)
     try:
-        client = docker.DockerClient(base_url=module.params["docker_host"], timeout=timeout)
         image = client.images.get(ref)
     except ImageNotFound:
         module.fail_json(msg=f"image {ref} is not present on this node's Docker engine ({engine_name(client)}); "
                              f"build it or sync it first", image=ref)
     except DockerException as exc:
-        module.fail_json(msg=f"cannot talk to the Docker daemon at {module.params['docker_host']} on this node: {exc}; is "
-                             f"Docker running and may this user use it?", image=ref, exception=traceback.format_exc())
+        module.fail_json(msg=_docker.unreachable_message(module.params["docker_host"], exc), image=ref,
+                         exception=traceback.format_exc())
 
     result = image_facts(ref, image.attrs)
     deadline = _image_fs.Deadline(timeout)

@@ -67,11 +67,6 @@ def ansible_env(**extra):
     return env
 
 
-def playbook(name, *args, check=False, **env):
-    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / name), *args],
-               check=check, env=ansible_env(**env))
-
-
 def node_exec(node, *argv, check=True, input_text=None):
     return run(["docker", "exec", "-i", node, *argv], check=check, input_text=input_text)
 

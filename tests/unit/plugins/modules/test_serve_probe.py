@@ -50,6 +50,9 @@ class FakeWatch:
     def logs(self, _name):
         return self.log
 
+    def text(self):
+        return self.log
+
     def seconds_without_progress(self):
         return self.quiet
 
@@ -164,3 +167,31 @@ def test_real_engine_rejects_a_wrong_key(engine):
     params = dict(PARAMS, url=engine, api_key="wrong", timeout=60, interval=0.2)
     result = sp.probe(params)
     assert result["ready"] is False and result["diagnosis"]["category"] == "api_key_rejected"
+
+
+class CountingApi:
+    """The part of docker's low-level API ContainerWatch uses; counts whole-log reads."""
+
+    def __init__(self, logs):
+        self.log_text, self.reads = logs, []
+
+    def inspect_container(self, name):
+        return {"State": {"Status": "running", "StartedAt": "t0", "ExitCode": 0}, "RestartCount": 0, "Name": name}
+
+    def logs(self, name, **_kwargs):
+        self.reads.append(name)
+        return self.log_text[name].encode()
+
+
+def test_container_watch_reads_each_log_once_per_round():
+    api = CountingApi({"head": "NCCL INFO Bootstrap : Using eth0\n", "worker": ""})
+    watch = sp.ContainerWatch(type("Client", (), {"api": api})(), ["head", "worker"])
+    clock = Clock()
+    result = sp.probe(dict(PARAMS, hang_after=0, timeout=30), watch, clock=clock, sleep=clock.sleep,
+                      call=lambda *a, **k: (0, "refused"))
+    # Round 1 reads both logs once (progress and the rendezvous check share the text) and finds the hang;
+    # the diagnosis reads them once more.
+    assert api.reads == ["head", "worker", "head", "worker"]
+    assert watch.text() == "NCCL INFO Bootstrap : Using eth0\n"
+    assert result["ready"] is False and result["diagnosis"]["category"] == "collective_init_hang"
+    assert clock.now == 0.0
