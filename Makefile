@@ -11,13 +11,14 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help venv host-deps engine lab-images lab-up lab-down lab-status demo test unit lint sanity sanity-latest \
-        build-check molecule lab-test clean
+        build-check molecule lab-test bench clean
 
 help:
 	@echo "make demo        venv + Docker engine + lab images + 2-node lab + deploy_qwen35.yml on it"
 	@echo "make test        everything CI runs (unit, lint, sanity, build check, molecule, lab tests)"
 	@echo "make lab-up      start the lab (NODES=$(NODES), up to 6); lab-down, lab-status"
 	@echo "make unit | lint | sanity | build-check | molecule | lab-test"
+	@echo "make bench       image_sync against the raw docker save | ssh | docker load pipe (not part of make test)"
 
 $(BIN)/.stamp: requirements.txt requirements-test.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -82,6 +83,11 @@ molecule: venv engine
 
 lab-test: venv engine
 	$(BIN)/pytest -q -m lab tests/lab
+
+# Not part of `make test`: prints ratios measured in one run (bench/README.md). BENCH_ARGS="--rounds 1 --keep-lab".
+BENCH_ARGS ?=
+bench: venv engine
+	$(PYTHON) bench/transfer.py $(BENCH_ARGS)
 
 # Everything CI runs. The last step is pytest (unit + engine + lab tests), so the
 # output ends with pytest's own summary line.
