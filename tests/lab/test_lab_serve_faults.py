@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, node, node_exec, run, wheelhouse
 
 SERVE = str(REPO / "tests" / "lab" / "playbooks" / "serve.yml")
 
@@ -47,17 +48,19 @@ def test_unsupported_architecture_is_diagnosed_seconds_after_the_engine_dies(ser
 
 
 def test_field_graft_deployed_without_gates_is_diagnosed_within_10s_of_the_engine_death(serving_lab):
-    # The field's hybrid: the legacy image (Ray, vLLM 0.14) with 0.17's Qwen3.5 files copied in, built with the
-    # gates switched off and deployed by the real pipeline. The engine dies at model inspection (ImportError);
+    # The field's hybrid: the legacy image (Ray, vLLM 0.14) with 0.17's Qwen3.5 files copied in and transformers 5
+    # installed over its pin, built with the gates switched off and deployed by the real pipeline. The engine dies at model inspection (ImportError);
     # the failed task must carry the category and the ImportError within 10 s of the engine container's death.
     run([*LAB, "images", "vllm-qwen35-0.17"])
     run([*LAB, "load", "lab/vllm-qwen35:0.17"])
+    wheels = wheelhouse("transformers>=5")
     serve("-e", "vllm_serve_state=absent")
     since = int(time.time())
     argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "deploy_qwen35.yml"),
             "-e", "dgxspark_image=lab/vllm-qwen35:0.17", "-e", "hybrid_image_strategy=graft",
             "-e", "hybrid_image_base=lab/vllm-node:0.14", "-e", "hybrid_image_verify=false",
-            "-e", "hybrid_image_repository=dgxspark/vllm-field-graft", "-e", '{"hybrid_image_tag": ""}']
+            "-e", "hybrid_image_repository=dgxspark/vllm-field-graft", "-e", '{"hybrid_image_tag": ""}',
+            "-e", json.dumps({"hybrid_image_pip_install": ["transformers>=5"]}), "-e", f"hybrid_image_pip_wheelhouse={wheels}"]
     lines, seen_at = [], None
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=dict(ansible_env(), PYTHONUNBUFFERED="1")) as proc:
