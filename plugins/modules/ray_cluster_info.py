@@ -465,6 +465,7 @@ def main() -> None:
                          **dict(no_wait, container_ended=unreachable if waiting else None))
 
     wait = {}
+    snapshot = None
     if waiting:
         wait = wait_for_cluster(container, name, module.params)
         snapshot = wait.pop("snapshot")
@@ -475,15 +476,22 @@ def main() -> None:
             if snapshot is None:
                 view["msg"] = wait.get("last_error") or wait["container_ended"] or "the cluster could not be read"
             module.exit_json(changed=False, container=info, **view, **wait)
+    error = None
     try:
         result = collect(container, module.params["dashboard_address"], module.params["timeout"])
     except RayCommandError as exc:
-        module.fail_json(msg=str(exc), reachable=True, container=info)
+        error = {"msg": str(exc)}
     except _ray.RayParseError as exc:
-        module.fail_json(msg=f"unexpected Ray output in {name}: {exc}", reachable=True, container=info)
+        error = {"msg": f"unexpected Ray output in {name}: {exc}"}
     except DockerException as exc:
-        module.fail_json(msg=f"docker exec into {name} failed: {exc}", reachable=True, container=info,
-                         exception=traceback.format_exc())
+        error = {"msg": f"docker exec into {name} failed: {exc}", "exception": traceback.format_exc()}
+    if error:
+        if waiting:
+            # The wait saw the whole cluster; reading the rest failed right after (a serving head whose engine died
+            # and took the container down). The wait's answer stands, with the view it had.
+            module.exit_json(changed=False, reachable=True, container=info, **dict(snapshot or {}), **wait,
+                             last_error=error["msg"])
+        module.fail_json(reachable=True, container=info, **error, **no_wait)
     if not waiting:
         satisfied, missing = wait_verdict(result, module.params["wait_nodes"], module.params["wait_gpus"],
                                           module.params["wait_node_ips"])

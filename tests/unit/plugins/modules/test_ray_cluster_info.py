@@ -282,3 +282,19 @@ def test_wait_through_main_returns_the_last_view_without_failing(capsys):
     assert code == 0 and result["wait_satisfied"] is False
     assert result["container_ended"] == "container dgxspark-ray-head is exited"
     assert result["reachable"] is True and result["alive_nodes"] == 1 and len(result["missing_node_ips"]) == 1
+
+
+def test_a_failed_read_after_a_satisfied_wait_keeps_the_wait_answer(capsys):
+    clock = Clock()
+    container = Sequence([(0, fx("nodes_healthy.json"), None)], clock)
+    container.answers = dict(HEALTHY, **{"placement-groups": (1, b"", b"Failed to connect to API server")})
+    with mock.patch.object(mod.time, "monotonic", clock), mock.patch.object(mod.time, "sleep", clock.sleep):
+        result, code, _client = run(capsys, {"wait_timeout": 30, "wait_nodes": 2}, container)
+    assert code == 0 and result["wait_satisfied"] is True and result["alive_nodes"] == 2
+    assert "Failed to connect to API server" in result["last_error"]
+
+
+def test_a_failed_read_without_waiting_still_fails_with_the_wait_fields(capsys):
+    container = FakeContainer(dict(HEALTHY, status=(1, b"", b"boom")))
+    result, code, _client = run(capsys, {}, container)
+    assert code == 1 and result["failed"] and result["wait_satisfied"] is False and result["container_ended"] is None
