@@ -275,19 +275,6 @@ def total_bytes(files: dict[str, dict], paths: t.Iterable[str] | None = None) ->
 
 # --------------------------------------------------------------------------- download
 
-TRUTHY = ("1", "true", "yes", "on")
-
-
-def is_offline(flag: t.Any, env: dict | None = None) -> bool:
-    """FLAG (bool or string) or HF_HUB_OFFLINE in ENV set to a true value."""
-    if isinstance(flag, bool):
-        if flag:
-            return True
-    elif str(flag or "").strip().lower() in TRUTHY:
-        return True
-    return str((env or {}).get("HF_HUB_OFFLINE", "")).strip().lower() in TRUTHY
-
-
 def download_command(model: str, local_dir: str, *, where: str = "host", cli: str = "hf", image: str = "",
                      revision: str = "", include: list[str] | None = None, exclude: list[str] | None = None,
                      token: str = "", docker: str = "docker", container_models_dir: str = "/models",

@@ -15,9 +15,9 @@ description:
   - Lists the regular files under O(path) with their size and sha256, the identity that
     M(dgxspark.vllm.model_sync) compares between nodes.
   - Hashes are cached in C(.dgxspark-manifest.json) in O(path), keyed by each file's size, modification time (ns) and
-    inode, so a rerun over a large model only reads the files that changed. The cache is bookkeeping, not state:
+    inode, so a rerun over a large model only reads the files that changed. The cache is bookkeeping, not state;
     writing it does not make the task C(changed).
-  - Not part of a model, and left out: the cache file, hidden C(.NAME.dgxspark-part) files of an unfinished transfer
+  - Left out as not part of a model are the cache file, hidden C(.NAME.dgxspark-part) files of an unfinished transfer
     and Hugging Face's C(.cache) directory. A symlink is followed only when it leads to a regular file inside O(path);
     any other is reported in RV(problems).
   - Also tells whether the model looks complete (RV(complete), RV(missing)). That needs a C(config.json), at least
