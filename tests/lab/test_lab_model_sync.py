@@ -100,7 +100,7 @@ def test_model_reaches_node2_identical_and_a_rerun_moves_nothing(head_only):
     assert sums(2) == {} and len(head_only["seeded"]) == 13
     first = play(head_only["play"], "-e", f"model_sync_model=Qwen/{NAME}")
     assert first.returncode == 0, first.stdout[-4000:]
-    total = sum(size for size, _ in head_only["seeded"].values())
+    total = sum(size for size, _digest in head_only["seeded"].values())
     row = re.search(rf"- {re.escape(node(2))}\s+sync\s+13\s+(\d+)\s", first.stdout)
     assert row and int(row.group(1)) == total, first.stdout[-3000:]
     assert sums(2) == head_only["seeded"]

@@ -105,10 +105,10 @@ def test_completeness(tmp_path):
     index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
     model = make_model(tmp_path / "m", {"config.json": b"{}", "model.safetensors.index.json": json.dumps(index).encode(),
                                         "model-00001-of-00002.safetensors": b"w"})
-    files, _ = mf.walk(str(model))
+    files, _problems = mf.walk(str(model))
     assert mf.completeness(str(model), files) == ["model-00002-of-00002.safetensors"]
     (model / "model-00002-of-00002.safetensors").write_bytes(b"w")
-    files, _ = mf.walk(str(model))
+    files, _problems = mf.walk(str(model))
     assert mf.completeness(str(model), files) == []
     (model / ".cache/huggingface/download").mkdir(parents=True)
     (model / ".cache/huggingface/download/x.incomplete").write_text("")
@@ -134,7 +134,7 @@ def test_diff_and_plan():
         ("skip", [], 0, []), ("sync", ["b", "c"], 25, []), ("sync", ["a", "b", "c"], 35, [])]
     assert entries[1]["reason"] == "1 file(s) missing, 1 different"
     assert errors == ["n4: 40 B free for /m/x, but the files need 45 B (35 B + 10 B headroom)"]
-    entries, _ = mf.plan(source, targets[1:2], answers, min_free_bytes=0, delete_extra=True)
+    entries, _errors = mf.plan(source, targets[1:2], answers, min_free_bytes=0, delete_extra=True)
     assert entries[0]["delete"] == ["old"] and entries[0]["reason"].endswith(", 1 extra to delete")
     files = mf.stream_files(source, entries)
     assert [f["path"] for f in files] == ["b", "c"]
