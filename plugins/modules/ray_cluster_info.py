@@ -156,12 +156,12 @@ container:
   sample: {"name": "dgxspark-ray-head", "status": "running", "id": "4f1c2a9b0d3e"}
 ray_version:
   description: Ray version in the head container.
-  returned: when RV(reachable=true)
+  returned: when RV(reachable=true) and O(wait_timeout=0)
   type: str
   sample: 2.54.1
 auth_mode:
   description: C(RAY_AUTH_MODE) of the head container, or null when it is not set.
-  returned: when RV(reachable=true)
+  returned: when RV(reachable=true) and O(wait_timeout=0)
   type: str
   sample: token
 nodes:
@@ -222,7 +222,7 @@ gpus_available:
   sample: 2.0
 placement_groups:
   description: Placement groups of the cluster, sorted by id.
-  returned: when RV(reachable=true)
+  returned: when RV(reachable=true) and O(wait_timeout=0)
   type: list
   elements: dict
   sample:
@@ -266,7 +266,7 @@ last_error:
   type: str
 status_text:
   description: The text of C(ray status), for logs and failure messages.
-  returned: when RV(reachable=true)
+  returned: when RV(reachable=true) and O(wait_timeout=0)
   type: str
   sample: "======== Autoscaler status: ... ========\nNode status\n..."
 """
@@ -464,18 +464,17 @@ def main() -> None:
         module.exit_json(changed=False, reachable=False, msg=unreachable, container=info,
                          **dict(no_wait, container_ended=unreachable if waiting else None))
 
-    wait = {}
-    snapshot = None
     if waiting:
         wait = wait_for_cluster(container, name, module.params)
         snapshot = wait.pop("snapshot")
         info["status"] = container_state(container)["status"]
-        if wait["container_ended"] or not wait["wait_satisfied"]:
-            # Return the last view the wait had: the caller names the missing nodes from it.
-            view = dict(snapshot or {}, reachable=snapshot is not None)
-            if snapshot is None:
-                view["msg"] = wait.get("last_error") or wait["container_ended"] or "the cluster could not be read"
-            module.exit_json(changed=False, container=info, **view, **wait)
+        # Return the view the wait ended on: the nodes when it is satisfied (placement groups, `ray status` and the
+        # version cost four more Ray commands and are read only without a wait), the last view otherwise, from which
+        # the caller names the missing nodes.
+        view = dict(snapshot or {}, reachable=snapshot is not None)
+        if snapshot is None:
+            view["msg"] = wait.get("last_error") or wait["container_ended"] or "the cluster could not be read"
+        module.exit_json(changed=False, container=info, **view, **wait)
     error = None
     try:
         result = collect(container, module.params["dashboard_address"], module.params["timeout"])
@@ -486,16 +485,10 @@ def main() -> None:
     except DockerException as exc:
         error = {"msg": f"docker exec into {name} failed: {exc}", "exception": traceback.format_exc()}
     if error:
-        if waiting:
-            # The wait saw the whole cluster; reading the rest failed right after (a serving head whose engine died
-            # and took the container down). The wait's answer stands, with the view it had.
-            module.exit_json(changed=False, reachable=True, container=info, **dict(snapshot or {}), **wait,
-                             last_error=error["msg"])
         module.fail_json(reachable=True, container=info, **error, **no_wait)
-    if not waiting:
-        satisfied, missing = wait_verdict(result, module.params["wait_nodes"], module.params["wait_gpus"],
-                                          module.params["wait_node_ips"])
-        wait = dict(no_wait, wait_satisfied=satisfied, missing_node_ips=missing)
+    satisfied, missing = wait_verdict(result, module.params["wait_nodes"], module.params["wait_gpus"],
+                                      module.params["wait_node_ips"])
+    wait = dict(no_wait, wait_satisfied=satisfied, missing_node_ips=missing)
     module.exit_json(changed=False, reachable=True, container=info, **result, **wait)
 
 
