@@ -18,7 +18,7 @@ help:
 	@echo "make test        everything CI runs (unit, lint, sanity, build check, molecule, lab tests)"
 	@echo "make lab-up      start the lab (NODES=$(NODES), up to 6); lab-down, lab-status"
 	@echo "make unit | lint | sanity | build-check | molecule | lab-test"
-	@echo "make bench       image_sync against the raw docker save | ssh | docker load pipe (not part of make test)"
+	@echo "make bench       bench/transfer.py and bench/fleet_deploy.py: ratios from one run each (not part of make test)"
 
 $(BIN)/.stamp: requirements.txt requirements-test.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -88,6 +88,7 @@ lab-test: venv engine
 BENCH_ARGS ?=
 bench: venv engine
 	$(PYTHON) bench/transfer.py $(BENCH_ARGS)
+	$(PYTHON) bench/fleet_deploy.py
 
 # Everything CI runs. The last step is pytest (unit + engine + lab tests), so the
 # output ends with pytest's own summary line.

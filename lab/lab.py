@@ -16,6 +16,7 @@ Commands:
   status              show the nodes, their addresses and whether their engines answer
   load IMAGE...       copy images from this machine's engine into every node
   inventory           (re)write inventories/lab/hosts.yml from the running nodes
+  models [--nodes N]  put the stand-in model weights on every node (or on the first N only)
 
 Only the standard library and the docker CLI are used, so it runs before any
 virtualenv exists.
@@ -465,10 +466,10 @@ MODELS_DIR = "/srv/dgxspark/models"
 
 
 def seed_models(nodes: list[str]) -> None:
-    """The stand-in weights (a few MB, made by lab/engine/make_models.py) under MODELS_DIR on every node.
+    """The stand-in weights (a few MB, made by lab/engine/make_models.py) under MODELS_DIR on NODES.
 
-    model_sync (download once on the head, then sync to the peers) is not built yet; until it is, the lab
-    puts the weights on every node itself.
+    `up` and `models` seed every node, so tests that do not run model_sync find the weights everywhere;
+    `models --nodes 1` seeds node 1 only, for model_sync to bring them to the others.
     """
     sys.path.insert(0, str(LAB / "engine"))
     import make_models  # pylint: disable=import-outside-toplevel
@@ -573,7 +574,9 @@ def main(argv: list[str]) -> None:
     p = sub.add_parser("load", help="load images from this machine's engine into every node")
     p.add_argument("images", nargs="+")
     sub.add_parser("inventory", help="rewrite inventories/lab/hosts.yml")
-    sub.add_parser("models", help="put the stand-in model weights on every node")
+    p = sub.add_parser("models", help="put the stand-in model weights on every node (or the first --nodes N)")
+    p.add_argument("--nodes", type=int, default=0, metavar="N",
+                   help="seed only the first N nodes (e.g. 1: the head of pair 1, for model_sync); 0: every node")
     args = parser.parse_args(argv)
     if args.cmd == "images":
         build_images(args.names)
@@ -588,7 +591,12 @@ def main(argv: list[str]) -> None:
     elif args.cmd == "inventory":
         write_inventory(running_nodes())
     elif args.cmd == "models":
-        seed_models(running_nodes())
+        nodes = running_nodes()
+        if args.nodes:
+            nodes = [n for n in nodes if int(n.rsplit("-", 1)[1]) <= args.nodes]
+        if not nodes:
+            die("no running lab nodes to seed")
+        seed_models(nodes)
 
 
 if __name__ == "__main__":

@@ -333,7 +333,8 @@ def run_module() -> None:
         if answer is None or not answer.get("ok"):
             why = (answer or {}).get("error") or err or "no answer"
             unreachable.append(f"{name}: {why}")
-        elif answer.get("protocol") != PROTOCOL:
+        elif not isinstance(answer.get("protocol"), int) or answer["protocol"] < PROTOCOL:
+            # Protocol 2 added model files to the same program; image requests are unchanged since 1.
             unreachable.append(f"{name}: its transfer program speaks protocol {answer.get('protocol')}, this module {PROTOCOL}")
         else:
             answers[name] = answer

@@ -66,6 +66,40 @@ options:
       - Fail when the head container is missing or not running, instead of returning RV(reachable=false).
     type: bool
     default: false
+  wait_timeout:
+    description:
+      - Seconds to wait (inside the module, bounded to the second) until the cluster shows O(wait_nodes) alive nodes,
+        O(wait_gpus) GPUs and every address of O(wait_node_ips). V(0) reads the cluster once and returns.
+      - The wait ends early when the head container stops, or restarts (its start time is no longer O(started_at)).
+        The result then has RV(container_ended) and the last view of the cluster the module could read, so a caller
+        can still name the nodes that were missing.
+      - Waiting never fails the module; RV(wait_satisfied) tells the outcome.
+    type: int
+    default: 0
+  wait_nodes:
+    description: Alive nodes to wait for.
+    type: int
+    default: 1
+  wait_gpus:
+    description: GPUs of the alive nodes to wait for.
+    type: float
+    default: 0
+  wait_node_ips:
+    description: Node addresses that must all be alive.
+    type: list
+    elements: str
+    default: []
+  wait_interval:
+    description:
+      - Seconds between two reads of the cluster while waiting. The container's state is checked every half second
+        in between, so a head that dies is seen at once, not at the next read.
+    type: float
+    default: 3
+  started_at:
+    description:
+      - The head container's C(State.StartedAt) when the caller started it. A different start time means the container
+        restarted since, and ends a wait with RV(container_ended). Without it, the start time at the module's start is used.
+    type: str
 notes:
   - C(ray status) lags the state API when a node dies (it keeps counting the node for a while); node states and the GPU
     total therefore come from C(ray list nodes), and only the GPUs in use from C(ray status).
@@ -96,11 +130,12 @@ EXAMPLES = r"""
 - name: Wait (bounded) until both nodes and both GPUs are there
   dgxspark.vllm.ray_cluster_info:
     container: dgxspark-ray-head
-    fail_on_unreachable: true
+    wait_timeout: 180
+    wait_nodes: 2
+    wait_gpus: 2
+    wait_node_ips: [192.168.100.10, 192.168.100.11]
   register: ray
-  until: ray.alive_nodes == 2 and ray.gpus_total == 2
-  retries: 30
-  delay: 5
+  failed_when: not ray.wait_satisfied
 """
 
 RETURN = r"""
@@ -121,12 +156,12 @@ container:
   sample: {"name": "dgxspark-ray-head", "status": "running", "id": "4f1c2a9b0d3e"}
 ray_version:
   description: Ray version in the head container.
-  returned: when RV(reachable=true)
+  returned: when RV(reachable=true) and O(wait_timeout=0)
   type: str
   sample: 2.54.1
 auth_mode:
   description: C(RAY_AUTH_MODE) of the head container, or null when it is not set.
-  returned: when RV(reachable=true)
+  returned: when RV(reachable=true) and O(wait_timeout=0)
   type: str
   sample: token
 nodes:
@@ -187,7 +222,7 @@ gpus_available:
   sample: 2.0
 placement_groups:
   description: Placement groups of the cluster, sorted by id.
-  returned: when RV(reachable=true)
+  returned: when RV(reachable=true) and O(wait_timeout=0)
   type: list
   elements: dict
   sample:
@@ -204,13 +239,39 @@ placement_groups:
         - index: 1
           resources: {"CPU": 1.0, "GPU": 1.0}
           node_id: 41803fbf52b23258dea376fb264960f03a9363963ddd13fd53b927ae
+wait_satisfied:
+  description: Whether the cluster showed what O(wait_nodes), O(wait_gpus) and O(wait_node_ips) ask for.
+  returned: always
+  type: bool
+  sample: true
+waited:
+  description: Seconds the module waited.
+  returned: always
+  type: float
+  sample: 12.4
+missing_node_ips:
+  description: Addresses of O(wait_node_ips) not alive in the last view of the cluster.
+  returned: always
+  type: list
+  elements: str
+  sample: ["192.168.100.11"]
+container_ended:
+  description: Why a wait ended early because of the head container (it stopped, vanished or restarted), else null.
+  returned: always
+  type: str
+  sample: "container dgxspark-ray-head restarted (restart count 1)"
+last_error:
+  description: The last error of a Ray command while waiting (the cluster's view is then from the read before).
+  returned: when a Ray command failed while waiting
+  type: str
 status_text:
   description: The text of C(ray status), for logs and failure messages.
-  returned: when RV(reachable=true)
+  returned: when RV(reachable=true) and O(wait_timeout=0)
   type: str
   sample: "======== Autoscaler status: ... ========\nNode status\n..."
 """
 
+import time
 import traceback
 import typing as t
 
@@ -277,6 +338,75 @@ def collect(container, dashboard: str, timeout: int) -> dict[str, t.Any]:
     return result
 
 
+def wait_verdict(summary: dict[str, t.Any] | None, nodes: int, gpus: float, node_ips: list[str]) -> tuple[bool, list[str]]:
+    """(satisfied, missing node IPs) of a cluster summary against what the wait asks for."""
+    if not summary:
+        return False, sorted(node_ips)
+    missing = sorted(set(node_ips) - set(summary.get("alive_node_ips") or []))
+    satisfied = (summary.get("alive_nodes", 0) >= nodes and float(summary.get("gpus_total") or 0) >= gpus and not missing)
+    return satisfied, missing
+
+
+def container_state(container) -> dict[str, t.Any]:
+    """Status, start time and restart count of a container (reloaded); status 'missing' when it is gone."""
+    try:
+        container.reload()
+    except Exception:  # docker.errors.NotFound and API errors alike: the container is no longer usable
+        return {"status": "missing", "started_at": None, "restart_count": None}
+    attrs = container.attrs or {}
+    return {"status": container.status, "started_at": (attrs.get("State") or {}).get("StartedAt"),
+            "restart_count": attrs.get("RestartCount", 0)}
+
+
+def ended_reason(name: str, state: dict[str, t.Any], started_at: str | None) -> str | None:
+    """Why the watched head container no longer runs the instance the caller started, or None."""
+    if state["status"] != "running":
+        return f"container {name} is {state['status']}"
+    if started_at and state["started_at"] != started_at:
+        return f"container {name} restarted (restart count {state['restart_count']})"
+    return None
+
+
+def wait_for_cluster(container, name: str, params: dict[str, t.Any], clock=time.monotonic, sleep=time.sleep) -> dict[str, t.Any]:
+    """Read the cluster until it is complete, the head container ends, or the deadline; never raises for Ray errors."""
+    deadline = clock() + params["wait_timeout"]
+    started_at = params.get("started_at") or container_state(container)["started_at"]
+    env = exec_env(container_env(container.attrs))
+    summary = None
+    last_error = None
+    ended = None
+    start = clock()
+    while True:
+        ended = ended_reason(name, container_state(container), started_at)
+        if ended:
+            break
+        try:
+            nodes = _ray.parse_nodes(_checked(container, _ray.list_nodes_cmd(params["dashboard_address"]), env,
+                                              params["timeout"]))
+            summary = _ray.summarise(nodes, None)
+            summary["nodes"] = nodes
+            last_error = None
+        except (RayCommandError, _ray.RayParseError, DockerException) as exc:
+            last_error = str(exc)
+        satisfied, _missing = wait_verdict(summary, params["wait_nodes"], params["wait_gpus"], params["wait_node_ips"])
+        if satisfied or clock() >= deadline:
+            break
+        next_read = min(deadline, clock() + params["wait_interval"])
+        while clock() < next_read:
+            sleep(min(0.5, max(0.0, next_read - clock())))
+            ended = ended_reason(name, container_state(container), started_at)
+            if ended:
+                break
+        if ended:
+            break
+    satisfied, missing = wait_verdict(summary, params["wait_nodes"], params["wait_gpus"], params["wait_node_ips"])
+    result = {"wait_satisfied": satisfied and not ended, "missing_node_ips": missing, "container_ended": ended,
+              "waited": round(clock() - start, 1), "snapshot": summary}
+    if last_error:
+        result["last_error"] = last_error
+    return result
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -285,6 +415,12 @@ def main() -> None:
             "docker_host": {"type": "str"},
             "timeout": {"type": "int", "default": 30},
             "fail_on_unreachable": {"type": "bool", "default": False},
+            "wait_timeout": {"type": "int", "default": 0},
+            "wait_nodes": {"type": "int", "default": 1},
+            "wait_gpus": {"type": "float", "default": 0},
+            "wait_node_ips": {"type": "list", "elements": "str", "default": []},
+            "wait_interval": {"type": "float", "default": 3},
+            "started_at": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -293,6 +429,12 @@ def main() -> None:
     name = module.params["container"]
     if module.params["timeout"] < 1:
         module.fail_json(msg=f"timeout must be at least 1 second, got {module.params['timeout']}")
+    if module.params["wait_timeout"] < 0 or module.params["wait_interval"] <= 0:
+        module.fail_json(msg=f"wait_timeout must be 0 or more and wait_interval more than 0 (got {module.params['wait_timeout']} "
+                             f"and {module.params['wait_interval']})")
+    waiting = module.params["wait_timeout"] > 0
+    no_wait = {"wait_satisfied": False, "waited": 0.0, "container_ended": None,
+               "missing_node_ips": sorted(module.params["wait_node_ips"])}
 
     client = _docker.client(module, docker, module.params["docker_host"])
     try:
@@ -314,19 +456,36 @@ def main() -> None:
     if unreachable:
         if module.params["fail_on_unreachable"]:
             module.fail_json(msg=unreachable + "; start the Ray head (the ray_cluster role) first",
-                             reachable=False, container=info)
-        module.exit_json(changed=False, reachable=False, msg=unreachable, container=info)
+                             reachable=False, container=info, **no_wait)
+        module.exit_json(changed=False, reachable=False, msg=unreachable, container=info,
+                         **dict(no_wait, container_ended=unreachable if waiting else None))
 
+    if waiting:
+        wait = wait_for_cluster(container, name, module.params)
+        snapshot = wait.pop("snapshot")
+        info["status"] = container_state(container)["status"]
+        # Return the view the wait ended on: the nodes when it is satisfied (placement groups, `ray status` and the
+        # version cost four more Ray commands and are read only without a wait), the last view otherwise, from which
+        # the caller names the missing nodes.
+        view = dict(snapshot or {}, reachable=snapshot is not None)
+        if snapshot is None:
+            view["msg"] = wait.get("last_error") or wait["container_ended"] or "the cluster could not be read"
+        module.exit_json(changed=False, container=info, **view, **wait)
+    error = None
     try:
         result = collect(container, module.params["dashboard_address"], module.params["timeout"])
     except RayCommandError as exc:
-        module.fail_json(msg=str(exc), reachable=True, container=info)
+        error = {"msg": str(exc)}
     except _ray.RayParseError as exc:
-        module.fail_json(msg=f"unexpected Ray output in {name}: {exc}", reachable=True, container=info)
+        error = {"msg": f"unexpected Ray output in {name}: {exc}"}
     except DockerException as exc:
-        module.fail_json(msg=f"docker exec into {name} failed: {exc}", reachable=True, container=info,
-                         exception=traceback.format_exc())
-    module.exit_json(changed=False, reachable=True, container=info, **result)
+        error = {"msg": f"docker exec into {name} failed: {exc}", "exception": traceback.format_exc()}
+    if error:
+        module.fail_json(reachable=True, container=info, **error, **no_wait)
+    satisfied, missing = wait_verdict(result, module.params["wait_nodes"], module.params["wait_gpus"],
+                                      module.params["wait_node_ips"])
+    wait = dict(no_wait, wait_satisfied=satisfied, missing_node_ips=missing)
+    module.exit_json(changed=False, reachable=True, container=info, **result, **wait)
 
 
 if __name__ == "__main__":

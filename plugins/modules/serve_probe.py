@@ -53,6 +53,14 @@ options:
     type: list
     elements: str
     default: []
+  started_at:
+    description:
+      - C(State.StartedAt) of watched containers as their caller started them (name to timestamp). A container whose
+        start time differs when the probe begins restarted in between: its engine already died, and the probe
+        diagnoses it at once instead of waiting for the next restart.
+      - Containers not named here are judged against their state when the probe starts.
+    type: dict
+    default: {}
   timeout:
     description: Seconds to wait for readiness, in total.
     type: int
@@ -219,9 +227,10 @@ def http_call(method, url, api_key=None, body=None, timeout=10.0):
 class ContainerWatch:
     """Follows containers' state, restarts and log growth through the Docker API."""
 
-    def __init__(self, client, names):
+    def __init__(self, client, names, started_at=None):
         self.client = client
         self.names = list(names)
+        self.started_at = dict(started_at or {})
         self.baseline = {}
         self.log_size = {}
         self.texts = {}
@@ -239,6 +248,9 @@ class ContainerWatch:
     def start(self):
         for name in self.names:
             self.baseline[name] = self.state(name)
+            if self.started_at.get(name):
+                # The caller's start time is the baseline: a restart before the probe began counts.
+                self.baseline[name]["started_at"] = self.started_at[name]
 
     def ended(self):
         """(name, reason) of the first watched container that exited, vanished or restarted since the start."""
@@ -354,6 +366,7 @@ def main():
             "max_tokens": {"type": "int", "default": 1, "no_log": False},  # a token count, not a secret
             "docker_host": {"type": "str"},
             "fail_on_not_ready": {"type": "bool", "default": False},
+            "started_at": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -362,7 +375,8 @@ def main():
     if params["containers"]:
         if not HAS_DOCKER:
             module.fail_json(msg=missing_required_lib("docker"), exception=DOCKER_IMPORT_ERROR)
-        watch = ContainerWatch(_docker.client(module, docker, params["docker_host"]), params["containers"])
+        watch = ContainerWatch(_docker.client(module, docker, params["docker_host"]), params["containers"],
+                               params["started_at"])
     result = probe(params, watch)
     if watch:
         result["containers"] = {name: watch.state(name) for name in watch.names}

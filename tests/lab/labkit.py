@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,31 @@ def lab():
     yield hosts
     if os.environ.get("DGXSPARK_LAB_KEEP") != "1":
         run([*LAB, "down", "--keep-images"], check=False)
+
+
+WHEEL_CACHE = Path.home() / ".cache" / "dgxspark-lab" / "wheels"
+NODE_WHEELS = "/var/tmp/dgxspark-test-wheels"
+
+
+def wheelhouse(*requirements, index=1):
+    """A directory of wheels for REQUIREMENTS (and their dependencies) on node INDEX; returns its path there.
+
+    Lab nodes have no route to a package index. The wheels are downloaded once with this machine's pip (cached in
+    ~/.cache/dgxspark-lab/wheels): the lab images' Python is Debian 12's 3.11 on this machine's CPU architecture,
+    as the controller's virtualenv is.
+    """
+    key = hashlib.sha256(json.dumps([sys.version_info[:2], *requirements]).encode()).hexdigest()[:12]
+    local = WHEEL_CACHE / key
+    if not local.is_dir():
+        WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=WHEEL_CACHE, prefix=".download-"))
+        run([str(BIN / "pip"), "download", "-q", "--only-binary=:all:", "-d", str(tmp), *requirements])
+        tmp.rename(local)
+    target = node(index)
+    remote = f"{NODE_WHEELS}/{key}"
+    if node_exec(target, "test", "-d", remote, check=False).returncode != 0:
+        node_exec(target, "mkdir", "-p", f"{NODE_WHEELS}/.incoming")
+        node_exec(target, "rm", "-rf", f"{NODE_WHEELS}/.incoming/{key}")
+        run(["docker", "cp", str(local), f"{target}:{NODE_WHEELS}/.incoming/{key}"])
+        node_exec(target, "mv", f"{NODE_WHEELS}/.incoming/{key}", remote)
+    return remote

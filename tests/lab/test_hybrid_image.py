@@ -10,17 +10,13 @@ Lab nodes have no route to a package index, so the pip installs use wheelhouses:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, node, node_exec, run, wheelhouse
 
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
 NODE = node(1)
@@ -30,8 +26,6 @@ QWEN35 = ["Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration
 LAUNCHER = REPO / "roles" / "ray_cluster" / "files" / "dgxspark-launch"
 LAUNCHER_VERSION = re.search(r'^LAUNCHER_VERSION = "([^"]+)"', LAUNCHER.read_text(), re.M).group(1)
 ENTRYPOINT = ["python3", "/opt/dgxspark/bin/dgxspark-launch"]
-WHEEL_CACHE = Path.home() / ".cache" / "dgxspark-lab" / "wheels"
-NODE_WHEELS = "/var/tmp/dgxspark-test-wheels"
 BUILD_DIR = "/var/tmp/dgxspark-test-hybrid"
 COMMON = ["-e", f"hybrid_image_repository={REPOSITORY}", "-e", f"hybrid_image_tag={ALIAS}",
           "-e", f"hybrid_image_donor={NEW}", "-e", f"hybrid_image_build_dir={BUILD_DIR}"]
@@ -45,28 +39,6 @@ def _built(image):
 pytestmark = pytest.mark.skipif(
     not (_built(OLD) and _built(NEW)),
     reason=f"the lab engine images are not built (docker image inspect {NEW} fails); build them with python3 lab/lab.py images")
-
-
-def wheelhouse(*requirements):
-    """A directory of wheels for REQUIREMENTS (and their dependencies) on node 1; returns its path there.
-
-    Downloaded with this machine's pip: the lab images' Python is Debian 12's 3.11 on this machine's CPU architecture,
-    as the controller's virtualenv is.
-    """
-    key = hashlib.sha256(json.dumps([sys.version_info[:2], *requirements]).encode()).hexdigest()[:12]
-    local = WHEEL_CACHE / key
-    if not local.is_dir():
-        WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=WHEEL_CACHE, prefix=".download-"))
-        run([str(BIN / "pip"), "download", "-q", "--only-binary=:all:", "-d", str(tmp), *requirements])
-        tmp.rename(local)
-    remote = f"{NODE_WHEELS}/{key}"
-    if node_exec(NODE, "test", "-d", remote, check=False).returncode != 0:
-        node_exec(NODE, "mkdir", "-p", f"{NODE_WHEELS}/.incoming")
-        node_exec(NODE, "rm", "-rf", f"{NODE_WHEELS}/.incoming/{key}")
-        run(["docker", "cp", str(local), f"{NODE}:{NODE_WHEELS}/.incoming/{key}"])
-        node_exec(NODE, "mv", f"{NODE_WHEELS}/.incoming/{key}", remote)
-    return remote
 
 
 def build(*args):

@@ -66,3 +66,24 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert second.returncode == 0, second.stdout[-5000:]
     assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0"
     assert head_container() == before  # same container, same start, no restart
+
+
+def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
+    # The same pipeline with vLLM's own multi-node mode: a rank per node, the worker headless, no Ray container left.
+    first = deploy("-e", "vllm_serve_backend=mp")
+    assert first.returncode == 0, first.stdout[-5000:]
+    flat = " ".join(first.stdout.split())
+    assert f"pair1: serving qwen3.5-122b-a10b-fp8 at http://{fabric_ip(1)}:8000/v1, TP 2 over {node(1)} + {node(2)}" in flat
+    for index in (1, 2):
+        names = node_exec(node(index), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
+        assert "dgxspark-vllm" in names and not any(name.startswith("dgxspark-ray") for name in names), names
+    worker_cmd = node_exec(node(2), "docker", "inspect", "-f", "{{json .Config.Cmd}}", "dgxspark-vllm").stdout
+    assert '"--headless"' in worker_cmd and '"--node-rank","1"' in worker_cmd.replace(", ", ","), worker_cmd
+    chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))],
+               env=dict(os.environ, DEMO_URL=f"http://{fabric_ip(1)}:8000", DEMO_API_KEY=KEY))
+    assert "assistant: " in chat.stdout
+    before = node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout
+    second = deploy("-e", "vllm_serve_backend=mp")
+    assert second.returncode == 0, second.stdout[-5000:]
+    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0"
+    assert node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout == before

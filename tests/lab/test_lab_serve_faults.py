@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import time
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, node, node_exec, run, wheelhouse
 
 SERVE = str(REPO / "tests" / "lab" / "playbooks" / "serve.yml")
 
@@ -42,6 +45,49 @@ def test_unsupported_architecture_is_diagnosed_seconds_after_the_engine_dies(ser
     assert "qwen3_5_moe" in text or "Qwen3_5MoeForConditionalGeneration" in text
     assert "exited" in text or "restarted" in text  # the probe stopped on the container, not on its deadline
     assert time.monotonic() - started < 600  # bounded; the whole play (Ray start-up included) on a loaded machine
+
+
+def test_field_graft_deployed_without_gates_is_diagnosed_within_10s_of_the_engine_death(serving_lab):
+    # The field's hybrid: the legacy image (Ray, vLLM 0.14) with 0.17's Qwen3.5 files copied in and transformers 5
+    # installed over its pin, built with the gates switched off and deployed by the real pipeline. The engine dies at model inspection (ImportError);
+    # the failed task must carry the category and the ImportError within 10 s of the engine container's death.
+    run([*LAB, "images", "vllm-qwen35-0.17"])
+    run([*LAB, "load", "lab/vllm-qwen35:0.17"])
+    wheels = wheelhouse("transformers>=5")
+    serve("-e", "vllm_serve_state=absent")
+    for i in (1, 2):  # built from scratch: the warning of an unverified build is part of what is checked
+        tags = node_exec(node(i), "docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}",
+                         "dgxspark/vllm-field-graft").stdout.split()
+        if tags:
+            node_exec(node(i), "docker", "image", "rm", *tags)
+    since = int(time.time())
+    argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "deploy_qwen35.yml"),
+            "-e", "dgxspark_image=lab/vllm-qwen35:0.17", "-e", "hybrid_image_strategy=graft",
+            "-e", "hybrid_image_base=lab/vllm-node:0.14", "-e", "hybrid_image_verify=false",
+            "-e", "hybrid_image_repository=dgxspark/vllm-field-graft", "-e", '{"hybrid_image_tag": ""}',
+            "-e", json.dumps({"hybrid_image_pip_install": ["transformers>=5"]}), "-e", f"hybrid_image_pip_wheelhouse={wheels}"]
+    lines, seen_at = [], None
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=dict(ansible_env(), PYTHONUNBUFFERED="1")) as proc:
+        for line in proc.stdout:
+            lines.append(line)
+            if seen_at is None and "not serving: architecture failed inspection" in line:
+                seen_at = time.time()
+        proc.wait(timeout=900)
+    text = " ".join("".join(lines).split())
+    assert proc.returncode != 0
+    assert "WARNING hybrid_image_verify is false" in text, text[-3000:]
+    assert seen_at is not None, text[-4000:]
+    assert "pair1: not serving: architecture failed inspection" in text
+    assert "ImportError: cannot import name 'MambaStateCopyFunc'" in text, text[-4000:]
+    # When the engine died: the first `die` of the pair's serving container since the deploy started.
+    deaths = node_exec(node(1), "docker", "events", "--since", str(since), "--until", str(int(time.time()) + 1),
+                       "--filter", "container=dgxspark-ray-head", "--filter", "event=die",
+                       "--format", "{{.TimeNano}}").stdout.split()
+    assert deaths, "the serving container never died"
+    died_at = int(deaths[0]) / 1e9
+    print(f"engine died -> failed task with the diagnosis: {seen_at - died_at:.1f} s")
+    assert 0 <= seen_at - died_at < 10, (seen_at - died_at, text[-3000:])
 
 
 def test_wrong_nccl_interface_on_the_worker_is_a_collective_init_hang(serving_lab, tmp_path):

@@ -41,7 +41,7 @@ CONFIG = {"key": "/etc/dgxspark/transfer/id_ed25519", "known_hosts": "/etc/dgxsp
 def test_relay_and_module_build_the_same_ssh_argv():
     target = {"host": "192.168.100.12", "port": 22, "name": "n2"}
     assert R.ssh_argv(target, CONFIG) == u.ssh_argv(target, CONFIG["key"], CONFIG["known_hosts"], "root", 10)
-    assert R.PROTOCOL == u.PROTOCOL and R.CONTENT_LABEL == u.CONTENT_LABEL
+    assert u.PROTOCOL in R.PROTOCOLS and R.CONTENT_LABEL == u.CONTENT_LABEL
     assert R.FRAME.format == u.FRAME.format
 
 
@@ -50,7 +50,9 @@ def test_validate_request():
                               "next": [{"host": "10.0.0.3", "name": "n3"}]})
     assert req["next"] == [{"host": "10.0.0.3", "port": 22, "name": "n3"}]
     bad = [
-        {"v": 2, "op": "inspect"},
+        {"v": 3, "op": "inspect"},
+        {"v": True, "op": "inspect"},
+        {"v": 1, "op": "files_inspect", "model": "m"},
         {"v": 1, "op": "exec", "image_id": ID_A},
         {"v": 1, "op": "receive", "image_id": "sha256:xyz"},
         {"v": 1, "op": "receive"},

@@ -105,6 +105,7 @@ def test_missing_container_is_not_a_failure(capsys):
     assert result == {"changed": False, "reachable": False,
                       "msg": "container dgxspark-ray-head does not exist on this node",
                       "container": {"name": "dgxspark-ray-head", "status": None, "id": None},
+                      "wait_satisfied": False, "waited": 0.0, "container_ended": None, "missing_node_ips": [],
                       "invocation": result["invocation"]}
 
 
@@ -173,3 +174,127 @@ def test_token_value_never_returned(capsys, tmp_path):
     result, _code, _client = run(capsys, {}, container)
     assert SECRET not in json.dumps(result)
     assert all("RAY_AUTH_TOKEN" not in kwargs["environment"] for _cmd, kwargs in container.calls)
+
+
+# ----------------------------------------------------------------------------- bounded wait
+
+
+class Clock:
+    """A fake monotonic clock that sleep() advances."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += max(seconds, 0.01)
+
+
+class Sequence(FakeContainer):
+    """A head container whose `ray list nodes` answers change over reads, and whose state can change over time."""
+
+    def __init__(self, node_answers, clock, states=None):
+        super().__init__(HEALTHY)
+        self.node_answers = list(node_answers)
+        self.clock = clock
+        self.states = states or []  # [(from time, status, started_at, restart count)]
+        self.attrs["State"] = {"StartedAt": "T0"}
+        self.attrs["RestartCount"] = 0
+
+    def reload(self):
+        for since, status, started, restarts in self.states:
+            if self.clock.now >= since:
+                self.status = status
+                self.attrs["State"] = {"StartedAt": started}
+                self.attrs["RestartCount"] = restarts
+
+    def exec_run(self, cmd, **kwargs):
+        self.clock.now += 1.0  # a Ray command takes a second
+        if cmd[3] == "list" and cmd[4] == "nodes":
+            answer = self.node_answers.pop(0) if len(self.node_answers) > 1 else self.node_answers[0]
+            return mock.Mock(exit_code=answer[0], output=(answer[1], answer[2]))
+        return super().exec_run(cmd, **kwargs)
+
+
+def one_alive():
+    nodes = json.loads(fx("nodes_healthy.json"))
+    return json.dumps([n for n in nodes if n.get("is_head_node")]).encode()
+
+
+WAIT = {"dashboard_address": "http://127.0.0.1:8265", "timeout": 30, "wait_timeout": 60, "wait_nodes": 2, "wait_gpus": 2.0,
+        "wait_node_ips": [], "wait_interval": 3, "started_at": None}
+
+
+def healthy_ips():
+    return sorted(n["node_ip"] for n in json.loads(fx("nodes_healthy.json")))
+
+
+def test_wait_verdict():
+    summary = {"alive_nodes": 2, "gpus_total": 2.0, "alive_node_ips": ["10.0.0.1", "10.0.0.2"]}
+    assert mod.wait_verdict(summary, 2, 2.0, ["10.0.0.1", "10.0.0.2"]) == (True, [])
+    assert mod.wait_verdict(summary, 2, 2.0, ["10.0.0.1", "10.0.0.3"]) == (False, ["10.0.0.3"])
+    assert mod.wait_verdict(dict(summary, gpus_total=1.0), 2, 2.0, []) == (False, [])
+    assert mod.wait_verdict(None, 2, 2.0, ["10.0.0.2"]) == (False, ["10.0.0.2"])
+
+
+def test_wait_returns_once_the_cluster_is_complete():
+    clock = Clock()
+    container = Sequence([(0, one_alive(), None), (0, one_alive(), None), (0, fx("nodes_healthy.json"), None)], clock)
+    out = mod.wait_for_cluster(container, "head", dict(WAIT, wait_node_ips=healthy_ips()), clock=clock, sleep=clock.sleep)
+    assert out["wait_satisfied"] is True and out["container_ended"] is None and out["missing_node_ips"] == []
+    assert 6 <= out["waited"] <= 10  # three reads, two intervals
+
+
+def test_wait_times_out_at_its_deadline_and_names_the_missing_node():
+    clock = Clock()
+    container = Sequence([(0, one_alive(), None)], clock)
+    out = mod.wait_for_cluster(container, "head", dict(WAIT, wait_timeout=20, wait_node_ips=healthy_ips()),
+                               clock=clock, sleep=clock.sleep)
+    assert out["wait_satisfied"] is False and out["container_ended"] is None
+    assert len(out["missing_node_ips"]) == 1 and out["snapshot"]["alive_nodes"] == 1
+    assert 20 <= out["waited"] <= 22
+
+
+def test_wait_ends_within_a_second_when_the_head_restarts_and_keeps_the_last_view():
+    clock = Clock()
+    container = Sequence([(0, one_alive(), None)], clock, states=[(7.2, "running", "T1", 1)])
+    out = mod.wait_for_cluster(container, "head", dict(WAIT, started_at="T0", wait_node_ips=healthy_ips()),
+                               clock=clock, sleep=clock.sleep)
+    assert out["container_ended"] == "container head restarted (restart count 1)"
+    assert out["wait_satisfied"] is False and 7.2 <= out["waited"] <= 8.0
+    assert out["snapshot"]["alive_nodes"] == 1  # the view from before the restart
+
+
+def test_wait_survives_ray_errors_while_the_head_starts():
+    clock = Clock()
+    container = Sequence([(1, b"", b"Failed to connect to API server"), (0, fx("nodes_healthy.json"), None)], clock)
+    out = mod.wait_for_cluster(container, "head", dict(WAIT), clock=clock, sleep=clock.sleep)
+    assert out["wait_satisfied"] is True and "last_error" not in out
+
+
+def test_wait_through_main_returns_the_last_view_without_failing(capsys):
+    clock = Clock()
+    container = Sequence([(0, one_alive(), None)], clock, states=[(2.0, "exited", "T0", 0)])
+    with mock.patch.object(mod.time, "monotonic", clock), mock.patch.object(mod.time, "sleep", clock.sleep):
+        result, code, _client = run(capsys, {"wait_timeout": 30, "wait_nodes": 2, "wait_node_ips": healthy_ips()}, container)
+    assert code == 0 and result["wait_satisfied"] is False
+    assert result["container_ended"] == "container dgxspark-ray-head is exited"
+    assert result["reachable"] is True and result["alive_nodes"] == 1 and len(result["missing_node_ips"]) == 1
+
+
+def test_a_satisfied_wait_returns_its_view_without_more_ray_commands(capsys):
+    clock = Clock()
+    container = Sequence([(0, fx("nodes_healthy.json"), None)], clock)
+    container.answers = {}  # any other Ray command would fail the test with a KeyError
+    with mock.patch.object(mod.time, "monotonic", clock), mock.patch.object(mod.time, "sleep", clock.sleep):
+        result, code, _client = run(capsys, {"wait_timeout": 30, "wait_nodes": 2}, container)
+    assert code == 0 and result["wait_satisfied"] is True and result["alive_nodes"] == 2 and result["reachable"] is True
+    assert "status_text" not in result
+
+
+def test_a_failed_read_without_waiting_still_fails_with_the_wait_fields(capsys):
+    container = FakeContainer(dict(HEALTHY, status=(1, b"", b"boom")))
+    result, code, _client = run(capsys, {}, container)
+    assert code == 1 and result["failed"] and result["wait_satisfied"] is False and result["container_ended"] is None

@@ -195,3 +195,36 @@ def test_container_watch_reads_each_log_once_per_round():
     assert watch.text() == "NCCL INFO Bootstrap : Using eth0\n"
     assert result["ready"] is False and result["diagnosis"]["category"] == "collective_init_hang"
     assert clock.now == 0.0
+
+
+class FakeApi:
+    """inspect_container/logs of a Docker API client, from a dict the test changes."""
+
+    def __init__(self, containers):
+        self.containers = containers
+
+    def inspect_container(self, name):
+        if name not in self.containers:
+            raise KeyError(name)
+        return self.containers[name]
+
+    def logs(self, name, **_kwargs):
+        return self.containers[name].get("log", b"")
+
+
+def test_a_restart_before_the_probe_began_ends_the_wait_at_once():
+    # The engine died (and the container restarted) between the caller starting it and the probe: with the
+    # caller's start time as baseline the probe sees it in its first round.
+    api = FakeApi({"head": {"State": {"Status": "running", "StartedAt": "T1", "ExitCode": 0}, "RestartCount": 1,
+                            "log": (LOGS / "inspection_failed_graft.log").read_bytes()}})
+    client = type("Client", (), {"api": api})()
+    watch = sp.ContainerWatch(client, ["head"], {"head": "T0"})
+    clock = Clock()
+    result = sp.probe(PARAMS, watch, clock=clock, sleep=clock.sleep, call=server({"/health": lambda n: (0, "refused")}))
+    assert clock.now == 0.0
+    assert result["diagnosis"]["category"] == "architecture_inspection_failed"
+    assert result["diagnosis"]["summary"].endswith("[container head restarted (restart count 1)]")
+    # Without the caller's start time, the same container is simply the baseline.
+    unaware = sp.ContainerWatch(client, ["head"])
+    unaware.start()
+    assert unaware.ended() == (None, None)

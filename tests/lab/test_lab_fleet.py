@@ -1,0 +1,254 @@
+"""A fleet of two pairs on a four-node lab: concurrent deploy, a health-gated rollout with rollback, and faults.
+
+Every fault test runs canary completions against every pair while the fault happens and prints, per pair,
+the requests sent, answered and failed. A pair the fault does not touch must answer every one; a pair being
+switched may only miss requests while it is switched (its window is recorded by the rollout on its head).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, run
+
+NODES = 4
+BASE = "lab/vllm-node:0.14"
+NEW = "lab/vllm-node:0.14-r2"        # the next release: same engine, another image
+BROKEN = "lab/vllm-node:0.14-bad"    # passes the hybrid gates, dies when vllm serve starts
+MODEL = "Qwen/Qwen3-30B-A3B"
+SERVED = "qwen3-30b-a3b"
+KEY = "lab-api-key-not-a-secret"
+DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
+ROLLOUT = str(REPO / "playbooks" / "rollout.yml")
+TEARDOWN = str(REPO / "playbooks" / "teardown.yml")
+HEADS = {"pair1": 1, "pair2": 3}
+BREAK = ('raise ImportError("libcudart.so.13: cannot open shared object file: No such file or directory")\n')
+
+
+def play(path, *args, inventory_extra=None, timeout=1500):
+    argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY)]
+    if inventory_extra:
+        argv += ["-i", str(inventory_extra)]
+    return run([*argv, path, "-e", f"dgxspark_model={MODEL}", *args], check=False, env=ansible_env(), timeout=timeout)
+
+
+def flat(proc):
+    return " ".join(proc.stdout.split())
+
+
+def containers(i):
+    return node_exec(node(i), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
+
+
+def completion(pair, timeout=10.0):
+    body = json.dumps({"model": SERVED, "prompt": "canary", "max_tokens": 1, "temperature": 0}).encode()
+    req = urllib.request.Request(f"http://{fabric_ip(HEADS[pair])}:8000/v1/completions", data=body,
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status == 200 and bool(json.load(resp).get("choices"))
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+class Canary:
+    """Sends a 1-token completion to each pair every half second, from a thread per pair."""
+
+    def __init__(self, pairs):
+        self.pairs = pairs
+        self.results = {pair: [] for pair in pairs}
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(pair,), daemon=True) for pair in pairs]
+
+    def _run(self, pair):
+        while not self.stop.is_set():
+            sent = time.time()
+            self.results[pair].append((sent, completion(pair)))
+            self.stop.wait(0.5)
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
+
+    def report(self, event, windows=None):
+        """Print and return {pair: (sent, answered, failed, failed outside the pair's own window)}."""
+        windows = windows or {}
+        counts = {}
+        for pair, results in self.results.items():
+            start, end = windows.get(pair, (None, None))
+            outside = [t for t, ok in results if not ok and not (start is not None and start - 1 <= t <= end + 1)]
+            counts[pair] = (len(results), sum(ok for _t, ok in results), sum(not ok for _t, ok in results), len(outside))
+            print(f"canary during {event}: {pair}: sent {counts[pair][0]}, answered {counts[pair][1]}, failed {counts[pair][2]}"
+                  + (f" (all within its own switch, {end - start:.0f} s)" if start is not None and not outside else
+                     f", {len(outside)} outside its own switch" if start is not None else ""))
+        return counts
+
+
+def build_release_images():
+    """NEW and BROKEN on this machine's engine, from the lab's 0.14 image."""
+    for tag, extra in ((NEW, "LABEL org.dgxspark.test.release=2\n"),
+                       (BROKEN, "LABEL org.dgxspark.test.release=2-broken\n"
+                                f"RUN printf '{BREAK.strip()}\\n' > /opt/venv/lib/python3.11/site-packages/vllm/entrypoints/openai/api_server.py\n")):
+        run(["docker", "build", "-q", "-t", tag, "-"], input_text=f"FROM {BASE}\n{extra}")
+
+
+def load_into(image, *indexes):
+    for i in indexes:
+        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "exec", "-i", node(i), "docker", "load", "-q"], stdin=save.stdout, check=True,
+                       stdout=subprocess.DEVNULL)
+        save.stdout.close()
+        assert save.wait() == 0
+
+
+def release(pair):
+    return json.loads(node_exec(node(HEADS[pair]), "cat", "/etc/dgxspark/vllm/release.json").stdout)
+
+
+def rollout_record(pair):
+    return json.loads(node_exec(node(HEADS[pair]), "cat", "/etc/dgxspark/vllm/rollout.json").stdout)
+
+
+def image_label(i, image, label):
+    return node_exec(node(i), "docker", "image", "inspect", "-f", "{{index .Config.Labels \"" + label + "\"}}",
+                     image).stdout.strip()
+
+
+def serving(pair):
+    deadline = time.monotonic() + 30
+    while not completion(pair, timeout=15):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
+    return True
+
+
+@pytest.fixture(scope="module")
+def fleet(lab):
+    """Two pairs, both serving the 0.14 image (overlaid) and the small model, deployed concurrently from zero."""
+    grew = len(lab["_meta"]["hostvars"]) < NODES
+    if grew:
+        run([*LAB, "up", "--nodes", str(NODES), "--no-engine-images"])
+    run([*LAB, "images", "vllm-node-0.14"])
+    run([*LAB, "load", BASE])
+    run([*LAB, "models"])
+    build_release_images()
+    first = play(DEPLOY, "-e", f"dgxspark_image={BASE}")
+    yield first
+    play(TEARDOWN)
+    if grew:  # back to the session's lab, so later tests run on the pair they were written for
+        run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"])), "--no-engine-images"])
+
+
+def test_fleet_deploy_serves_every_pair(fleet):
+    assert fleet.returncode == 0, flat(fleet)[-5000:]
+    text = flat(fleet)
+    for pair, head in HEADS.items():
+        assert f"{pair}: serving {SERVED} at http://{fabric_ip(head)}:8000/v1, TP 2 over {node(head)} + {node(head + 1)}" in text
+        assert completion(pair)
+
+
+def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fleet, tmp_path):
+    before = {pair: release(pair) for pair in HEADS}
+    # The new release is in the inventory: pair1 gets the good image, pair2 an image that dies at start.
+    # Both are only on the heads: staging syncs them to the workers.
+    load_into(NEW, 1)
+    load_into(BROKEN, 3)
+    override = tmp_path / "new-release.yml"
+    override.write_text("all:\n  children:\n    spark_pairs:\n      children:\n"
+                        f"        pair1:\n          vars:\n            dgxspark_image: {NEW}\n"
+                        f"        pair2:\n          vars:\n            dgxspark_image: {BROKEN}\n")
+    with Canary(list(HEADS)) as canary:
+        proc = play(ROLLOUT, inventory_extra=override)
+        time.sleep(2)
+    text = flat(proc)
+    windows = {}
+    for pair in HEADS:
+        record = rollout_record(pair)
+        windows[pair] = (float(record["switch_started"]), float(record["recorded_at"]))
+    counts = canary.report("the rollout", windows)
+    assert proc.returncode != 0
+    assert "pair2: the new release (" in text and "did not serve:" in text, text[-5000:]
+    assert "libcudart.so.13: cannot open shared object file" in text
+    assert "Rolled back: pair2 serves the previous release again" in text
+    # pair1 switched and serves the new release; pair2 serves its old one again, and answers the canary prompt.
+    assert rollout_record("pair1")["result"] == "switched" and rollout_record("pair2")["result"] == "rolled back"
+    assert image_label(1, release("pair1")["image"], "org.dgxspark.test.release") == "2"
+    assert release("pair2") == before["pair2"]
+    assert serving("pair2") and serving("pair1")
+    for pair in HEADS:
+        sent, answered, _failed, outside = counts[pair]
+        assert sent > 0 and answered > 0 and outside == 0, (pair, counts[pair])
+
+
+def test_b_a_worker_unreachable_before_deploy_leaves_nothing_on_its_pair(fleet):
+    play(TEARDOWN, "-l", "pair2")
+    node_exec(node(4), "pkill", "-x", "sshd")
+    try:
+        with Canary(["pair1"]) as canary:
+            proc = play(DEPLOY, "-e", f"dgxspark_image={BASE}", timeout=900)
+        counts = canary.report("a deploy with spark-4 unreachable")
+    finally:
+        node_exec(node(4), "/usr/sbin/sshd", "-E", "/var/log/sshd.log")
+    assert proc.returncode != 0
+    assert f"{node(4)}" in flat(proc) and "UNREACHABLE" in proc.stdout
+    assert not [c for c in containers(3) if c.startswith("dgxspark-")], containers(3)
+    assert counts["pair1"][3] == 0 and counts["pair1"][1] > 0
+
+
+def test_c_a_killed_serving_container_is_restored_by_a_rerun(fleet):
+    up = play(DEPLOY, "-e", f"dgxspark_image={BASE}")
+    assert up.returncode == 0, flat(up)[-4000:]
+    with Canary(["pair2"]) as canary:
+        node_exec(node(1), "docker", "kill", "dgxspark-ray-head")
+        node_exec(node(1), "docker", "update", "--restart", "no", "dgxspark-ray-head")  # stays down until the rerun
+        assert not completion("pair1", timeout=5)
+        rerun = play(DEPLOY, "-e", f"dgxspark_image={BASE}")
+    counts = canary.report("the head's serving container killed and the rerun")
+    assert rerun.returncode == 0, flat(rerun)[-4000:]
+    assert serving("pair1")
+    assert counts["pair2"][2] == 0 and counts["pair2"][1] > 0
+
+
+def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fleet):
+    play(TEARDOWN, "-l", "pair2")
+    rules = [(4, ["OUTPUT", "-d", fabric_ip(3), "-j", "DROP"]), (3, ["OUTPUT", "-d", fabric_ip(4), "-j", "DROP"])]
+    argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), DEPLOY, "-e", f"dgxspark_model={MODEL}",
+            "-e", f"dgxspark_image={BASE}", "-e", "ray_cluster_wait_timeout=60"]
+    started = time.monotonic()
+    with Canary(["pair1"]) as canary:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ansible_env())
+        try:
+            # Cut the fabric between spark-3 and spark-4 once pair2's Ray head has started.
+            while "dgxspark-ray-head" not in containers(3):
+                assert proc.poll() is None, proc.stdout.read()[-4000:]
+                time.sleep(0.5)
+            for i, rule in rules:
+                node_exec(node(i), "iptables", "-I", *rule)
+            out, _ = proc.communicate(timeout=900)
+        finally:
+            for i, rule in rules:
+                node_exec(node(i), "iptables", "-D", *rule, check=False)
+    elapsed = time.monotonic() - started
+    counts = canary.report("a fabric cut inside pair2 during its start-up")
+    text = " ".join(out.split())
+    assert proc.returncode != 0
+    assert "pair2: the Ray cluster did not come up" in text, text[-4000:]
+    assert "The pair was torn down." in text
+    assert elapsed < 600
+    for i in (3, 4):
+        assert not [c for c in containers(i) if c.startswith("dgxspark-")], (i, containers(i))
+    assert counts["pair1"][3] == 0 and counts["pair1"][1] > 0

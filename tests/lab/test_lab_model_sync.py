@@ -1,0 +1,190 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Lab tests of the model_sync role and module (issue 6, part 4) on the session's pair.
+
+The stand-in weights are seeded on node 1 only (`lab.py models --nodes 1`) and moved by the collection to node 2
+over the lab's fabric network. The download path cannot be exercised here (the lab has no internet): only its
+offline refusal is; the argv and environment of the download are unit tested.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, fabric_ip, node, node_exec, run
+
+MODELS = "/srv/dgxspark/models"
+NAME = "Qwen3.5-122B-A10B-FP8"
+MODEL_DIR = f"{MODELS}/{NAME}"
+SHARD = "model-00003-of-00004.safetensors"
+
+SYNC_PLAY = """---
+- name: Model sync
+  hosts: spark_pairs
+  gather_facts: false
+  roles:
+    - role: dgxspark.vllm.model_sync
+"""
+
+
+def play(path, *args, env=None):
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(path), *args], check=False,
+               env=ansible_env(**(env or {})))
+
+
+def module(*, extra=None, check=False):
+    """The model_sync module on node 1 towards node 2; its JSON result and the process."""
+    args = {"model": NAME, "models_dir": MODELS, "targets": [{"host": fabric_ip(2), "name": node(2)}]}
+    args.update(extra or {})
+    argv = [str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", "dgxspark.vllm.model_sync", "-a", json.dumps(args)]
+    if check:
+        argv.append("--check")
+    proc = run(argv, check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
+    return parse_adhoc(proc.stdout), proc
+
+
+def parse_adhoc(stdout):
+    match = re.search(r"\| (?:SUCCESS|CHANGED|FAILED!?) => (\{.*)", stdout, re.S)
+    assert match, stdout[-3000:]
+    return json.loads(match.group(1))
+
+
+def recap(stdout, host):
+    match = re.search(rf"^{re.escape(host)}\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", stdout, re.M)
+    assert match, stdout[-3000:]
+    return {"ok": int(match.group(1)), "changed": int(match.group(2)), "failed": int(match.group(4))}
+
+
+def sums(i, directory=MODEL_DIR):
+    """{relative path: (size, sha256)} of the files under DIRECTORY on node I, computed by the node's own tools."""
+    proc = node_exec(node(i), "sh", "-c", f"cd {directory} 2>/dev/null && find . -type f ! -name '.*' -printf '%P %s\\n'",
+                     check=False)
+    out = {}
+    for line in proc.stdout.splitlines():
+        rel, size = line.rsplit(" ", 1)
+        digest = node_exec(node(i), "sha256sum", f"{directory}/{rel}").stdout.split()[0]
+        out[rel] = (int(size), digest)
+    return out
+
+
+def hidden_parts(i):
+    return node_exec(node(i), "find", MODELS, "-name", "*.dgxspark-part", check=False).stdout.split()
+
+
+def tx_bytes(i):
+    return int(node_exec(node(i), "cat", f"/sys/class/net/{fabric_if(i)}/statistics/tx_bytes").stdout)
+
+
+@pytest.fixture(scope="module")
+def head_only(lab, tmp_path_factory):
+    """The stand-in weights on node 1 only; the transfer trust set up by the role's first run."""
+    node_exec(node(2), "rm", "-rf", MODEL_DIR)
+    node_exec(node(1), "rm", "-rf", MODEL_DIR)
+    run([*LAB, "models", "--nodes", "1"])
+    path = tmp_path_factory.mktemp("model_sync") / "sync.yml"
+    path.write_text(SYNC_PLAY)
+    yield {"play": path, "seeded": sums(1)}
+    # Give the session's lab its identical stand-ins back on every node.
+    for i in (1, 2):
+        node_exec(node(i), "rm", "-rf", MODEL_DIR)
+        node_exec(node(i), "tc", "qdisc", "del", "dev", fabric_if(i), "root", check=False)
+    run([*LAB, "models"])
+
+
+def test_model_reaches_node2_identical_and_a_rerun_moves_nothing(head_only):
+    assert sums(2) == {} and len(head_only["seeded"]) == 13
+    first = play(head_only["play"], "-e", f"model_sync_model=Qwen/{NAME}")
+    assert first.returncode == 0, first.stdout[-4000:]
+    total = sum(size for size, _digest in head_only["seeded"].values())
+    row = re.search(rf"- {re.escape(node(2))}\s+sync\s+13\s+(\d+)\s", first.stdout)
+    assert row and int(row.group(1)) == total, first.stdout[-3000:]
+    assert sums(2) == head_only["seeded"]
+
+    second = play(head_only["play"], "-e", f"model_sync_model=Qwen/{NAME}", "-e", "model_sync_trust=false")
+    assert second.returncode == 0, second.stdout[-4000:]
+    assert recap(second.stdout, node(1))["changed"] == 0 and recap(second.stdout, node(2))["changed"] == 0
+    assert re.search(rf"- {re.escape(node(2))}\s+skip\s+0\s+0\s", second.stdout), second.stdout[-3000:]
+
+    result, proc = module()
+    assert proc.returncode == 0 and result["changed"] is False, proc.stdout[-3000:]
+    assert result["bytes_sent"] == 0 and result["targets"][0]["action"] == "skip"
+    assert result["source"]["hashed"] == 0 and result["source"]["cached"] == 13  # nothing re-hashed on a rerun
+
+
+def test_a_changed_shard_moves_alone(head_only):
+    node_exec(node(1), "sh", "-c", f"head -c 4096 /dev/urandom | dd of={MODEL_DIR}/{SHARD} bs=1 seek=2048 conv=notrunc "
+                                   "status=none")
+    source = sums(1)
+    before = sums(2)
+    size = source[SHARD][0]
+    checked, proc = module(check=True)
+    assert proc.returncode == 0 and checked["changed"] is True, proc.stdout[-3000:]
+    assert checked["targets"][0]["files"] == [SHARD] and checked["targets"][0]["bytes"] == size
+    assert checked["bytes_sent"] == 0 and checked["targets"][0]["reason"] == "0 file(s) missing, 1 different"
+    assert sums(2) == before  # check mode moved nothing
+
+    result, proc = module()
+    assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
+    target = result["targets"][0]
+    assert target["action"] == "sync" and target["files"] == [SHARD]
+    assert target["bytes"] == size and result["bytes_sent"] == size
+    assert sums(2) == source
+
+
+def test_an_interrupted_stream_leaves_the_old_files_and_a_rerun_completes(head_only):
+    # A 60 MB extra shard and another changed shard; node 1's fabric egress slowed so the stream takes seconds.
+    node_exec(node(1), "sh", "-c", f"head -c 62914560 /dev/urandom > {MODEL_DIR}/extra-00001.safetensors")
+    node_exec(node(1), "sh", "-c", f"head -c 4096 /dev/urandom | dd of={MODEL_DIR}/model-00001-of-00004.safetensors "
+                                   "bs=1 seek=2048 conv=notrunc status=none")
+    before = sums(2)
+    node_exec(node(1), "tc", "qdisc", "add", "dev", fabric_if(1), "root", "tbf", "rate", "40mbit", "burst", "256kb",
+              "latency", "400ms")
+    try:
+        args = {"model": NAME, "models_dir": MODELS, "targets": [{"host": fabric_ip(2), "name": node(2)}]}
+        start_tx = tx_bytes(1)
+        job = subprocess.Popen([str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", "dgxspark.vllm.model_sync",  # pylint: disable=consider-using-with
+                                "-a", json.dumps(args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"), cwd=REPO)
+        deadline = time.monotonic() + 60
+        while tx_bytes(1) - start_tx < 15_000_000:
+            assert job.poll() is None and time.monotonic() < deadline, "the transfer ended before it could be cut"
+            time.sleep(0.2)
+        assert hidden_parts(2)  # the files are being received under hidden names
+        pids = node_exec(node(2), "pgrep", "-f", "dgxspark-transfer").stdout.split()
+        assert pids
+        node_exec(node(2), "kill", "-TERM", *pids)
+        out, _err = job.communicate(timeout=120)
+    finally:
+        node_exec(node(1), "tc", "qdisc", "del", "dev", fabric_if(1), "root", check=False)
+    result = parse_adhoc(out)
+    assert job.returncode != 0, out[-3000:]
+    assert node(2) in result["msg"] and "existing files are unchanged" in result["msg"], result["msg"]
+    assert result["targets"][0]["action"] == "failed"
+    assert sums(2) == before  # the old shard is intact, the extra file is not there under its name
+    assert hidden_parts(2) == []  # and no part file was left behind
+
+    result, proc = module()
+    assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
+    assert result["targets"][0]["files"] == ["extra-00001.safetensors", "model-00001-of-00004.safetensors"]
+    assert sums(2) == sums(1) and hidden_parts(2) == []
+
+
+def test_offline_with_a_missing_model_fails_naming_host_and_path_and_writes_nothing(head_only):
+    missing = "Qwen/Qwen9-NotHere-1B"
+    before = {i: node_exec(node(i), "find", MODELS).stdout for i in (1, 2)}
+    out = play(head_only["play"], "-e", f"model_sync_model={missing}", "-e", "model_sync_trust=false",
+               env={"HF_HUB_OFFLINE": "1"})
+    assert out.returncode != 0
+    assert recap(out.stdout, node(1))["failed"] == 1, out.stdout[-3000:]
+    start = out.stdout.find(f"fatal: [{node(1)}]: FAILED!")
+    assert start >= 0, out.stdout[-3000:]
+    msg = re.sub(r"\s+", " ", out.stdout[start:out.stdout.find("PLAY RECAP", start)])
+    assert f"{node(1)}: the model {missing} is not complete under {MODELS}/Qwen9-NotHere-1B" in msg, msg
+    assert "offline mode is on" in msg and "HF_HUB_OFFLINE" in msg, msg
+    for i in (1, 2):
+        assert node_exec(node(i), "find", MODELS).stdout == before[i]

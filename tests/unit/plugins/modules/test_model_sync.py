@@ -1,0 +1,150 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of main() of the model_sync module with a temporary source directory and mocked targets."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from unittest import mock
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.vllm.plugins.modules import model_sync as mod
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+class FakeHop:
+    """Records the header and the stream, and answers for every member of the chain."""
+
+    instances: list = []
+
+    def __init__(self, argv, header, names):
+        self.argv, self.header, self.names = argv, header, names
+        self.data = b""
+        self.error = None
+        self.err = b""
+        self.lines = []
+        self.proc = mock.Mock(returncode=0)
+        FakeHop.instances.append(self)
+
+    alive = True
+
+    def write(self, data):
+        self.data += data
+
+    def kill(self):
+        pass
+
+    def finish(self, timeout):
+        want = {self.header["name"]: self.header["want"]}
+        want.update({h["name"]: h["want"] for h in self.header["next"]})
+        sizes = {f["path"]: f["size"] for f in self.header["files"]}
+        for name in self.names:
+            self.lines.append(json.dumps({"name": name, "ok": True, "bytes": sum(sizes[p] for p in want[name]),
+                                          "seconds": 0.5, "deleted": []}))
+        return 0
+
+    def stderr_text(self):
+        return ""
+
+
+@pytest.fixture
+def source(tmp_path):
+    model = tmp_path / "models" / "M"
+    model.mkdir(parents=True)
+    (model / "config.json").write_bytes(b"{}")
+    (model / "a.safetensors").write_bytes(b"a" * 10)
+    (model / "b.safetensors").write_bytes(b"b" * 20)
+    keys = tmp_path / "key"
+    keys.write_text("k")
+    return {"models": tmp_path / "models", "key": str(keys)}
+
+
+def manifest_of(files):
+    return {p: {"size": len(d), "sha256": sha(d)} for p, d in files.items()}
+
+
+SAME = manifest_of({"config.json": b"{}", "a.safetensors": b"a" * 10, "b.safetensors": b"b" * 20})
+
+
+def run(capsys, source, before, after=None, check=False):
+    FakeHop.instances = []
+    asked = []
+
+    def fake_request(argv, header, timeout):
+        host = argv[-2]
+        asked.append((host, header["op"]))
+        files = (after if after is not None and len([a for a in asked if a[0] == host]) > 1 else before)[host]
+        return {"v": 2, "ok": True, "protocol": 2, "path": f"/srv/models/{header['model']}", "exists": True,
+                "files": files, "free_bytes": 10 ** 12, "problems": []}, ""
+
+    args = {"model": "M", "models_dir": str(source["models"]), "ssh_key": source["key"], "known_hosts": source["key"],
+            "targets": [{"host": "10.0.0.2", "name": "n2"}, {"host": "10.0.0.3", "name": "n3"}]}
+    if check:
+        args["_ansible_check_mode"] = True
+    with patch_module_args(args), mock.patch.object(mod, "request", fake_request), \
+            mock.patch.object(mod, "Hop", FakeHop), pytest.raises(SystemExit) as exc:
+        mod.main()
+    return exc.value.code, json.loads(capsys.readouterr().out), asked
+
+
+def test_identical_targets_move_nothing(capsys, source):
+    rc, result, _asked = run(capsys, source, {"10.0.0.2": SAME, "10.0.0.3": SAME})
+    assert rc == 0 and result["changed"] is False and result["bytes_sent"] == 0 and FakeHop.instances == []
+    assert [t["action"] for t in result["targets"]] == ["skip", "skip"]
+    assert result["source"]["files"] == 3 and result["source"]["bytes"] == 32
+
+
+def test_only_the_changed_shard_moves_once_through_the_chain(capsys, source):
+    stale = dict(SAME, **{"b.safetensors": {"size": 20, "sha256": "0" * 64}})
+    missing = {k: v for k, v in SAME.items() if k != "a.safetensors"}
+    rc, result, _asked = run(capsys, source, {"10.0.0.2": stale, "10.0.0.3": missing},
+                             after={"10.0.0.2": SAME, "10.0.0.3": SAME})
+    assert rc == 0 and result["changed"] is True
+    hop = FakeHop.instances[0]
+    assert hop.header["want"] == ["b.safetensors"] and hop.header["next"][0]["want"] == ["a.safetensors"]
+    assert [f["path"] for f in hop.header["files"]] == ["a.safetensors", "b.safetensors"]
+    assert hop.data == b"".join(mf.file_frames(str(source["models"] / "M"), hop.header["files"]))
+    assert result["bytes_sent"] == 30
+    assert [(t["name"], t["action"], t["files"], t["bytes"]) for t in result["targets"]] == [
+        ("n2", "sync", ["b.safetensors"], 20), ("n3", "sync", ["a.safetensors"], 10)]
+    assert result["diff"]["before"]["n2"] == {"b.safetensors": "0" * 64}
+    assert result["diff"]["after"]["n3"] == {"a.safetensors": sha(b"a" * 10)}
+
+
+def test_check_mode_reports_the_files_and_sends_nothing(capsys, source):
+    rc, result, asked = run(capsys, source, {"10.0.0.2": {}, "10.0.0.3": SAME}, check=True)
+    assert rc == 0 and result["changed"] is True and FakeHop.instances == []
+    assert result["targets"][0]["files"] == ["a.safetensors", "b.safetensors", "config.json"]
+    assert result["targets"][0]["bytes"] == 32 and result["bytes_sent"] == 0
+    assert {op for _h, op in asked} == {"files_inspect"}
+    assert not (source["models"] / "M" / mf.CACHE_NAME).exists()
+
+
+def test_a_target_that_still_differs_after_the_transfer_fails(capsys, source):
+    rc, result, _asked = run(capsys, source, {"10.0.0.2": {}, "10.0.0.3": SAME}, after={"10.0.0.2": {}, "10.0.0.3": SAME})
+    assert rc == 1 and "n2: after the transfer 3 file(s) still differ" in result["msg"]
+    assert "existing files are unchanged" in result["msg"]
+
+
+def test_a_missing_source_model_fails(capsys, source, tmp_path):
+    args = {"model": "Nope", "models_dir": str(source["models"]), "targets": [{"host": "10.0.0.2"}]}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        mod.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] and f"{source['models']}/Nope does not exist on the source" in result["msg"]
+
+
+def test_answer_problem_names_an_old_transfer_program():
+    old = {"v": 1, "ok": False, "error": "unsupported request (this relay speaks protocol 1)"}
+    assert "rerun the dgxspark.vllm.node_trust role" in mod.answer_problem("n2", old, "")
+    assert mod.answer_problem("n2", {"ok": True, "protocol": 1}, "") == \
+        "n2: its transfer program speaks protocol 1, this module needs 2"
+    assert mod.answer_problem("n2", None, "Permission denied") == "n2: Permission denied"

@@ -1,0 +1,177 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of the model-file requests of dgxspark-transfer (files_inspect, files_receive) on a temporary root."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import io
+import json
+import pathlib
+import sys
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "roles" / "node_trust" / "files" / "dgxspark-transfer"
+
+
+def _load():
+    loader = importlib.machinery.SourceFileLoader("dgxspark_transfer_files", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("dgxspark_transfer_files", loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["dgxspark_transfer_files"] = module
+    loader.exec_module(module)
+    return module
+
+
+R = _load()
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def entry(path, data):
+    return {"path": path, "size": len(data), "sha256": sha(data)}
+
+
+def stream(files, contents, chunk=3, cut_after=None):
+    data = b"".join(mf.file_frames(str(contents), files, chunk=chunk))
+    return io.BytesIO(data if cut_after is None else data[:cut_after])
+
+
+@pytest.fixture
+def root(tmp_path):
+    models = tmp_path / "models"
+    (models / "m").mkdir(parents=True)
+    (models / "m" / "keep.bin").write_bytes(b"old-keep")
+    (models / "m" / "shard.bin").write_bytes(b"old-shard")
+    (models / "m" / "extra.txt").write_bytes(b"extra")
+    return models
+
+
+def receive(root, files, body, delete=(), want=None, capsys=None):
+    req = R.validate_request({"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": files,
+                              "want": want, "delete": list(delete)})
+    rc = R.do_files_receive(req, {"models_root": str(root)}, body)
+    answer = json.loads(capsys.readouterr().out.splitlines()[0])
+    return rc, answer
+
+
+def test_the_same_rules_as_the_module_utils(tmp_path):
+    for name in ("CACHE_NAME", "PART_SUFFIX", "SKIP_DIRS", "MAX_DEPTH"):
+        assert getattr(R, name) == getattr(mf, name)
+    assert R.COMPONENT_RE.pattern == mf.COMPONENT_RE.pattern
+    model = tmp_path / "m"
+    (model / "d").mkdir(parents=True)
+    (model / "d" / "a.bin").write_bytes(b"abc")
+    (model / "config.json").write_bytes(b"{}")
+    assert R.manifest(str(model), use_cache=False)["files"] == mf.manifest(str(model), use_cache=False)["files"]
+
+
+def test_validate_files_requests():
+    ok = R.validate_request({"v": 2, "op": "files_receive", "model": "m", "files": [entry("a", b"1"), entry("d/b", b"2")],
+                             "next": [{"host": "10.0.0.3", "name": "n3", "want": ["a"]}]})
+    assert ok["want"] == ["a", "d/b"] and ok["delete"] == []
+    assert ok["next"] == [{"host": "10.0.0.3", "port": 22, "name": "n3", "want": ["a"], "delete": []}]
+    assert R.validate_request({"v": 2, "op": "files_inspect", "model": "org/m"})["model"] == "org/m"
+    assert R.validate_request({"v": 1, "op": "inspect", "image": "a:1"})["op"] == "inspect"  # images keep protocol 1
+    bad = [
+        {"v": 1, "op": "files_inspect", "model": "m"},
+        {"v": 2, "op": "files_inspect", "model": "../etc"},
+        {"v": 2, "op": "files_inspect", "model": "/etc"},
+        {"v": 2, "op": "files_receive", "model": "m", "files": [entry("../x", b"1")]},
+        {"v": 2, "op": "files_receive", "model": "m", "files": [entry("/abs", b"1")]},
+        {"v": 2, "op": "files_receive", "model": "m", "files": [entry("a", b"1"), entry("a", b"1")]},
+        {"v": 2, "op": "files_receive", "model": "m", "files": [{"path": "a", "size": -1, "sha256": "0" * 64}]},
+        {"v": 2, "op": "files_receive", "model": "m", "files": [{"path": "a", "size": 1, "sha256": "xyz"}]},
+        {"v": 2, "op": "files_receive", "model": "m", "files": [entry("a", b"1")], "want": ["b"]},
+        {"v": 2, "op": "files_receive", "model": "m", "files": [entry("a", b"1")], "delete": ["a"]},
+        {"v": 2, "op": "files_receive", "model": "m", "files": [], "delete": ["../../etc/passwd"]},
+        {"v": 2, "op": "files_receive", "model": "m", "files": [], "next": [{"host": "h", "want": ["zz"]}]},
+    ]
+    for req in bad:
+        with pytest.raises(R.RequestError):
+            R.validate_request(req)
+
+
+def test_next_header_of_a_files_chain():
+    req = R.validate_request({"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": [entry("a", b"1")],
+                              "next": [{"host": "h3", "name": "n3", "want": []}, {"host": "h4", "name": "n4"}]})
+    assert R.next_header(req) == {"v": 2, "op": "files_receive", "name": "n3", "model": "m", "files": req["files"],
+                                  "want": [], "delete": [], "next": [{"host": "h4", "port": 22, "name": "n4",
+                                                                      "want": ["a"], "delete": []}]}
+
+
+def test_files_inspect_confined_to_the_configured_root(root, tmp_path):
+    answer = R.do_files_inspect({"model": "m", "name": "n2"}, {"models_root": str(root)})
+    assert answer["ok"] and answer["exists"] and answer["protocol"] == 2
+    assert answer["files"]["keep.bin"] == {"size": 8, "sha256": sha(b"old-keep")}
+    assert R.do_files_inspect({"model": "absent"}, {"models_root": str(root)})["exists"] is False
+    (root / "link").symlink_to(tmp_path)
+    with pytest.raises(R.PathError):
+        R.do_files_inspect({"model": "link"}, {"models_root": str(root)})
+    with pytest.raises(R.RequestError, match="no models_root"):
+        R.do_files_inspect({"model": "m"}, {})
+
+
+def test_files_receive_writes_verifies_and_renames(root, tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "shard.bin").write_bytes(b"new-shard-bytes")
+    (src / "sub").mkdir()
+    (src / "sub" / "new.bin").write_bytes(b"fresh")
+    files = [entry("shard.bin", b"new-shard-bytes"), entry("sub/new.bin", b"fresh")]
+    (root / "m" / ".stale.bin.dgxspark-part").write_bytes(b"left by a SIGKILL")
+    rc, answer = receive(root, files, stream(files, src), capsys=capsys)
+    assert rc == 0 and answer["ok"] and answer["files"] == 2 and answer["bytes"] == 20
+    assert (root / "m" / "shard.bin").read_bytes() == b"new-shard-bytes"
+    assert (root / "m" / "sub" / "new.bin").read_bytes() == b"fresh"
+    assert (root / "m" / "keep.bin").read_bytes() == b"old-keep" and (root / "m" / "extra.txt").exists()
+    assert R.stale_parts(str(root / "m")) == []
+    # The hashes of the received files went into the cache: the next inspect reads nothing.
+    hashed = []
+    found = R.manifest(str(root / "m"), hasher=lambda p: hashed.append(p) or R.sha256_file(p))
+    assert found["files"]["shard.bin"]["sha256"] == sha(b"new-shard-bytes")
+    assert sorted(pathlib.Path(p).name for p in hashed) == ["extra.txt", "keep.bin"]  # never inspected before
+    rc, answer = receive(root, [], stream([], src), delete=["extra.txt"], capsys=capsys)
+    assert rc == 0 and answer["deleted"] == ["extra.txt"] and not (root / "m" / "extra.txt").exists()
+
+
+@pytest.mark.parametrize("cut_after", [10, 25, 38])
+def test_a_cut_stream_leaves_the_old_files_and_no_part_file(root, tmp_path, capsys, cut_after):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "shard.bin").write_bytes(b"new-shard-bytes")
+    (src / "keep.bin").write_bytes(b"new-keep")
+    files = [entry("keep.bin", b"new-keep"), entry("shard.bin", b"new-shard-bytes")]
+    rc, answer = receive(root, files, stream(files, src, cut_after=cut_after), capsys=capsys)
+    assert rc == 1 and not answer["ok"] and "existing files were left as they were" in answer["error"]
+    assert (root / "m" / "keep.bin").read_bytes() == b"old-keep"  # even the complete first file is not renamed
+    assert (root / "m" / "shard.bin").read_bytes() == b"old-shard"
+    assert R.stale_parts(str(root / "m")) == []
+
+
+def test_a_wrong_hash_keeps_the_old_file(root, tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "shard.bin").write_bytes(b"tampered")
+    files = [{"path": "shard.bin", "size": 8, "sha256": sha(b"expected")}]
+    rc, answer = receive(root, files, stream(files, src), capsys=capsys)
+    assert rc == 1 and "sha256" in answer["error"] and "expected" not in answer["error"].split("sha256")[0]
+    assert (root / "m" / "shard.bin").read_bytes() == b"old-shard" and R.stale_parts(str(root / "m")) == []
+
+
+def test_only_wanted_files_are_written(root, tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.bin").write_bytes(b"aaa")
+    (src / "b.bin").write_bytes(b"bbb")
+    files = [entry("a.bin", b"aaa"), entry("b.bin", b"bbb")]
+    rc, answer = receive(root, files, stream(files, src), want=["b.bin"], capsys=capsys)
+    assert rc == 0 and answer["files"] == 1 and answer["bytes"] == 3
+    assert not (root / "m" / "a.bin").exists() and (root / "m" / "b.bin").read_bytes() == b"bbb"
