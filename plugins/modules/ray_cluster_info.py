@@ -458,7 +458,7 @@ def main() -> None:
             module.fail_json(msg=unreachable + "; start the Ray head (the ray_cluster role) first",
                              reachable=False, container=info, **no_wait)
         module.exit_json(changed=False, reachable=False, msg=unreachable, container=info,
-                         **dict(no_wait, container_ended=unreachable if waiting else None))
+                         **{**no_wait, "container_ended": unreachable if waiting else None})
 
     if waiting:
         wait = wait_for_cluster(container, name, module.params)
@@ -484,7 +484,7 @@ def main() -> None:
         module.fail_json(reachable=True, container=info, **error, **no_wait)
     satisfied, missing = wait_verdict(result, module.params["wait_nodes"], module.params["wait_gpus"],
                                       module.params["wait_node_ips"])
-    wait = dict(no_wait, wait_satisfied=satisfied, missing_node_ips=missing)
+    wait = {**no_wait, "wait_satisfied": satisfied, "missing_node_ips": missing}
     module.exit_json(changed=False, reachable=True, container=info, **result, **wait)
 
 

@@ -56,7 +56,7 @@ options:
   started_at:
     description:
       - C(State.StartedAt) of watched containers as their caller started them (name to timestamp). A container whose
-        start time differs when the probe begins restarted in between: its engine already died, and the probe
+        start time differs when the probe begins restarted in between (its engine already died), and the probe
         diagnoses it at once instead of waiting for the next restart.
       - Containers not named here are judged against their state when the probe starts.
     type: dict

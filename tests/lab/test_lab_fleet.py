@@ -238,7 +238,7 @@ def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fl
                 time.sleep(0.5)
             for i, rule in rules:
                 node_exec(node(i), "iptables", "-I", *rule)
-            out, _ = proc.communicate(timeout=900)
+            out = proc.communicate(timeout=900)[0]
         finally:
             for i, rule in rules:
                 node_exec(node(i), "iptables", "-D", *rule, check=False)
