@@ -114,6 +114,15 @@ def load_into(image, *indexes):
         assert save.wait() == 0
 
 
+def images_file(tmp_path, pair1, pair2):
+    """An extra inventory source giving each pair's nodes their image (host vars: the lab's group_vars/all, next to
+    the main inventory, would win over group vars of another source)."""
+    path = tmp_path / f"images-{abs(hash((pair1, pair2)))}.yml"
+    path.write_text("all:\n  hosts:\n" + "".join(
+        f"    {node(i)}:\n      dgxspark_image: {pair1 if i <= 2 else pair2}\n" for i in range(1, NODES + 1)))
+    return path
+
+
 def release(pair):
     return json.loads(node_exec(node(HEADS[pair]), "cat", "/etc/dgxspark/vllm/release.json").stdout)
 
@@ -167,10 +176,7 @@ def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fle
     # Both are only on the heads: staging syncs them to the workers.
     load_into(NEW, 1)
     load_into(BROKEN, 3)
-    override = tmp_path / "new-release.yml"
-    override.write_text("all:\n  children:\n    spark_pairs:\n      children:\n"
-                        f"        pair1:\n          vars:\n            dgxspark_image: {NEW}\n"
-                        f"        pair2:\n          vars:\n            dgxspark_image: {BROKEN}\n")
+    override = images_file(tmp_path, NEW, BROKEN)
     with Canary(list(HEADS)) as canary:
         proc = play(ROLLOUT, inventory_extra=override)
         time.sleep(2)
@@ -186,7 +192,7 @@ def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fle
     assert "Rolled back: pair2 serves the previous release again" in text
     # pair1 switched and serves the new release; pair2 serves its old one again, and answers the canary prompt.
     assert rollout_record("pair1")["result"] == "switched" and rollout_record("pair2")["result"] == "rolled back"
-    assert image_label(1, release("pair1")["image"], "org.dgxspark.test.release") == "2"
+    assert image_label(1, release("pair1")["image"], "org.dgxspark.test.release") == "2", release("pair1")
     assert release("pair2") == before["pair2"]
     assert serving("pair2") and serving("pair1")
     for pair in HEADS:
@@ -194,12 +200,17 @@ def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fle
         assert sent > 0 and answered > 0 and outside == 0, (pair, counts[pair])
 
 
-def test_b_a_worker_unreachable_before_deploy_leaves_nothing_on_its_pair(fleet):
+# After the rollout test pair1 serves NEW and pair2 BASE: the deploys below name exactly that, so a deploy is a
+# no-op on the pair the fault does not touch.
+AFTER = (NEW, BASE)
+
+
+def test_b_a_worker_unreachable_before_deploy_leaves_nothing_on_its_pair(fleet, tmp_path):
     play(TEARDOWN, "-l", "pair2")
     node_exec(node(4), "pkill", "-x", "sshd")
     try:
         with Canary(["pair1"]) as canary:
-            proc = play(DEPLOY, "-e", f"dgxspark_image={BASE}", timeout=900)
+            proc = play(DEPLOY, inventory_extra=images_file(tmp_path, *AFTER), timeout=900)
         counts = canary.report("a deploy with spark-4 unreachable")
     finally:
         node_exec(node(4), "/usr/sbin/sshd", "-E", "/var/log/sshd.log")
@@ -209,25 +220,26 @@ def test_b_a_worker_unreachable_before_deploy_leaves_nothing_on_its_pair(fleet):
     assert counts["pair1"][3] == 0 and counts["pair1"][1] > 0
 
 
-def test_c_a_killed_serving_container_is_restored_by_a_rerun(fleet):
-    up = play(DEPLOY, "-e", f"dgxspark_image={BASE}")
+def test_c_a_killed_serving_container_is_restored_by_a_rerun(fleet, tmp_path):
+    images = images_file(tmp_path, *AFTER)
+    up = play(DEPLOY, inventory_extra=images)
     assert up.returncode == 0, flat(up)[-4000:]
     with Canary(["pair2"]) as canary:
         node_exec(node(1), "docker", "kill", "dgxspark-ray-head")
         node_exec(node(1), "docker", "update", "--restart", "no", "dgxspark-ray-head")  # stays down until the rerun
         assert not completion("pair1", timeout=5)
-        rerun = play(DEPLOY, "-e", f"dgxspark_image={BASE}")
+        rerun = play(DEPLOY, inventory_extra=images)
     counts = canary.report("the head's serving container killed and the rerun")
     assert rerun.returncode == 0, flat(rerun)[-4000:]
     assert serving("pair1")
     assert counts["pair2"][2] == 0 and counts["pair2"][1] > 0
 
 
-def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fleet):
+def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fleet, tmp_path):
     play(TEARDOWN, "-l", "pair2")
     rules = [(4, ["OUTPUT", "-d", fabric_ip(3), "-j", "DROP"]), (3, ["OUTPUT", "-d", fabric_ip(4), "-j", "DROP"])]
-    argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), DEPLOY, "-e", f"dgxspark_model={MODEL}",
-            "-e", f"dgxspark_image={BASE}"]
+    argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(images_file(tmp_path, *AFTER)), DEPLOY,
+            "-e", f"dgxspark_model={MODEL}"]
     started = time.monotonic()
     with Canary(["pair1"]) as canary:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ansible_env())
