@@ -46,7 +46,7 @@ def test_unsupported_architecture_is_diagnosed_seconds_after_the_engine_dies(ser
     assert time.monotonic() - started < 600  # bounded; the whole play (Ray start-up included) on a loaded machine
 
 
-def test_field_graft_deployed_without_gates_is_diagnosed_within_10s_of_the_engine_death(serving_lab):
+def test_field_graft_deployed_without_gates_is_diagnosed_within_10s_of_the_engine_death(serving_lab, tmp_path):
     # The field's hybrid: the legacy image (Ray, vLLM 0.14) with 0.17's Qwen3.5 files copied in and transformers 5
     # installed over its pin, built with the gates switched off and deployed by the real pipeline. The engine dies at model inspection (ImportError);
     # the failed task must carry the category and the ImportError within 10 s of the engine container's death.
@@ -65,11 +65,12 @@ def test_field_graft_deployed_without_gates_is_diagnosed_within_10s_of_the_engin
             "-e", "hybrid_image_base=lab/vllm-node:0.14", "-e", "hybrid_image_verify=false",
             "-e", "hybrid_image_repository=dgxspark/vllm-field-graft", "-e", '{"hybrid_image_tag": ""}',
             "-e", json.dumps({"hybrid_image_pip_install": ["transformers>=5"]}), "-e", f"hybrid_image_pip_wheelhouse={wheels}"]
-    lines, seen_at = [], None
+    lines, stamped, seen_at = [], [], None
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=dict(ansible_env(), PYTHONUNBUFFERED="1")) as proc:
         for line in proc.stdout:
             lines.append(line)
+            stamped.append(f"{time.time():.1f} {line}")
             if seen_at is None and "not serving: architecture failed inspection" in line:
                 seen_at = time.time()
         proc.wait(timeout=900)
@@ -79,14 +80,19 @@ def test_field_graft_deployed_without_gates_is_diagnosed_within_10s_of_the_engin
     assert seen_at is not None, text[-4000:]
     assert "pair1: not serving: architecture failed inspection" in text
     assert "ImportError: cannot import name 'MambaStateCopyFunc'" in text, text[-4000:]
-    # When the engine died: the first `die` of the pair's serving container since the deploy started.
-    deaths = node_exec(node(1), "docker", "events", "--since", str(since), "--until", str(int(time.time()) + 1),
-                       "--filter", "container=dgxspark-ray-head", "--filter", "event=die",
-                       "--format", "{{.TimeNano}}").stdout.split()
-    assert deaths, "the serving container never died"
-    died_at = int(deaths[0]) / 1e9
+    # When the engine died: the first `die` of the pair's serving container after this deploy created it.
+    events = [line.split() for line in node_exec(
+        node(1), "docker", "events", "--since", str(since), "--until", str(int(time.time()) + 1),
+        "--filter", "container=dgxspark-ray-head", "--filter", "event=create", "--filter", "event=die",
+        "--filter", "event=destroy", "--format", "{{.TimeNano}} {{.Action}}").stdout.splitlines() if line.strip()]
+    created = [int(t) for t, action in events if action == "create"]
+    assert created, ("the deploy did not create the serving container", events)
+    deaths = [int(t) for t, action in events if action == "die" and int(t) > created[-1]]
+    assert deaths, ("the serving container never died", events)
+    died_at = deaths[0] / 1e9
     print(f"engine died -> failed task with the diagnosis: {seen_at - died_at:.1f} s")
-    assert 0 <= seen_at - died_at < 10, (seen_at - died_at, text[-3000:])
+    (tmp_path / "play.log").write_text("".join(stamped))
+    assert 0 <= seen_at - died_at < 10, (seen_at - died_at, seen_at, events, str(tmp_path / "play.log"))
 
 
 def test_wrong_nccl_interface_on_the_worker_is_a_collective_init_hang(serving_lab, tmp_path):
