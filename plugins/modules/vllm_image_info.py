@@ -51,9 +51,16 @@ options:
   image:
     description:
       - The image to inspect, as a name with tag (V(lab/vllm-qwen35:0.17)), a name with digest or an image ID.
-      - It must be present on this node's engine; the module never pulls.
+      - The module never pulls. An image missing from this node's engine fails the module, unless O(missing=report).
     type: str
     required: true
+  missing:
+    description:
+      - What an image missing from the engine means. V(fail) fails the module naming the node's engine and the image;
+        V(report) returns RV(exists=false) and nothing else, for a caller that builds or syncs it next.
+    type: str
+    choices: [fail, report]
+    default: fail
   architectures:
     description:
       - Model architectures the image must support, for example V(Qwen3_5MoeForConditionalGeneration).
@@ -131,6 +138,17 @@ image:
   returned: always
   type: str
   sample: lab/vllm-qwen35:0.17
+exists:
+  description: Whether the image is on this node's engine (false only with O(missing=report)).
+  returned: always
+  type: bool
+  sample: true
+repo_tags:
+  description: The image's tags on this engine.
+  returned: success
+  type: list
+  elements: str
+  sample: [dgxspark/vllm-hybrid:overlay-d6424a7f3d8e, dgxspark/vllm-hybrid:latest]
 id:
   description: The image ID on this engine (it depends on the image store, see the notes).
   returned: success
@@ -368,7 +386,9 @@ def image_facts(ref: str, attrs: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     names, values = _image_fs.safe_env(config.get("Env"))
     return {
         "image": ref,
+        "exists": True,
         "id": attrs.get("Id"),
+        "repo_tags": list(attrs.get("RepoTags") or []),
         "repo_digests": list(attrs.get("RepoDigests") or []),
         "labels": dict(config.get("Labels") or {}),
         "architecture": attrs.get("Architecture"),
@@ -404,6 +424,7 @@ def main() -> None:
             "method": {"type": "str", "choices": ["auto", "layers", "archive"], "default": "auto"},
             "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
             "timeout": {"type": "int", "default": 60},
+            "missing": {"type": "str", "choices": ["fail", "report"], "default": "fail"},
         },
         supports_check_mode=True,
     )
@@ -418,6 +439,8 @@ def main() -> None:
     try:
         image = client.images.get(ref)
     except ImageNotFound:
+        if module.params["missing"] == "report":
+            module.exit_json(changed=False, image=ref, exists=False)
         module.fail_json(msg=f"image {ref} is not present on this node's Docker engine ({engine_name(client)}); "
                              f"build it or sync it first", image=ref)
     except DockerException as exc:

@@ -22,7 +22,7 @@ IMAGE_ID = "sha256:3a1c45c01de05c921dcecd113751b34d9839173c5422e48051c033817a71a
 
 def image_attrs(graph_driver):
     return {
-        "Id": IMAGE_ID, "RepoDigests": [], "Architecture": "arm64", "Os": "linux", "GraphDriver": graph_driver,
+        "Id": IMAGE_ID, "RepoTags": ["lab/vllm-qwen35:0.17"], "RepoDigests": [], "Architecture": "arm64", "Os": "linux", "GraphDriver": graph_driver,
         "Config": {"Entrypoint": ["/opt/entrypoint.sh"], "Cmd": ["vllm", "serve"], "Labels": {"maintainer": "hal"},
                    "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HF_TOKEN=hf_secret",
                            "VLLM_USE_V1=1"]},
@@ -89,6 +89,7 @@ def test_overlay2_reads_layers_and_creates_no_container(capsys, tmp_path):
     client.images.get.assert_called_once_with("lab/vllm-qwen35:0.17")
     check_common(result)
     assert (result["store"], result["method"]) == ("overlay2", "layers")
+    assert result["exists"] is True and result["repo_tags"] == ["lab/vllm-qwen35:0.17"]
     client.containers.create.assert_not_called()
     assert len(warnings) == 1
     assert warnings[0].startswith("lab/vllm-qwen35:0.17: the image holds 2 copies of NCCL: ")
@@ -139,6 +140,14 @@ def test_missing_image_names_image_and_node(capsys):
     assert code == 1
     assert result["msg"] == ("image lab/vllm-qwen35:0.17 is not present on this node's Docker engine (spark-1); build it "
                              "or sync it first")
+
+
+def test_missing_image_reported_when_asked(capsys):
+    result, code, _warnings, _factory = run(capsys, {"image": "lab/vllm-qwen35:0.17", "missing": "report"},
+                                            make_client(get_error=ImageNotFound("No such image")))
+    assert code == 0
+    assert result == {**result, "changed": False, "image": "lab/vllm-qwen35:0.17", "exists": False}
+    assert "id" not in result and "versions" not in result
 
 
 def test_unreachable_daemon(capsys):

@@ -1,0 +1,212 @@
+#!/usr/bin/python
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ansible module dgxspark.vllm.node_facts."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_facts
+short_description: Read what the preflight of a DGX Spark checks, in one call
+version_added: 0.1.0
+author:
+  - dgxspark.vllm maintainers (@dgxspark)
+description:
+  - Reads the Docker engine's version (C(docker version)), the GPUs (C(nvidia-smi --query-gpu)), the memory
+    (C(/proc/meminfo)), the free space under O(docker_root), the clock, and pings O(ping_targets) with the
+    don't-fragment bit at O(mtu), the peers in parallel. The P(dgxspark.vllm.preflight#role) role checks the results;
+    one call per node replaces a round trip per check.
+  - Never fails because of what it finds. Each part reports its return code and error text, so the caller can name
+    the node, the problem and the fix.
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; it behaves the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+  platform:
+    support: full
+    platforms: posix
+options:
+  docker_root:
+    description: Where the Docker engine keeps its images; its file system's free space is reported.
+    type: path
+    default: /var/lib/docker
+  ping_targets:
+    description: Fabric addresses to ping (the node's peers).
+    type: list
+    elements: str
+    default: []
+  ping_interface:
+    description: Interface the pings leave by (C(ping -I)).
+    type: str
+  mtu:
+    description: The fabric MTU; the pings carry MTU - 28 bytes of payload with fragmentation forbidden.
+    type: int
+    default: 9000
+  ping_count:
+    description: Echo requests per target.
+    type: int
+    default: 2
+  ping_timeout:
+    description: Seconds to wait for each answer (C(ping -W)).
+    type: int
+    default: 2
+seealso:
+  - module: dgxspark.vllm.rdma_facts
+"""
+
+EXAMPLES = r"""
+- name: Read the node's preflight facts and ping its peer over the fabric
+  dgxspark.vllm.node_facts:
+    docker_root: /var/lib/docker
+    ping_targets: [192.168.100.12]
+    ping_interface: enp1s0f1np1
+    mtu: 9000
+  register: node
+"""
+
+RETURN = r"""
+docker:
+  description: C(docker version)'s server version, its return code and error text.
+  returned: always
+  type: dict
+  sample: {rc: 0, version: 28.3.3, error: ""}
+gpus:
+  description:
+    - The GPU lines of C(nvidia-smi --query-gpu=name,memory.total,driver_version,uuid --format=csv,noheader), its whole
+      output, return code and error text.
+  returned: always
+  type: dict
+  sample: {rc: 0, lines: ["NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"], output: "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c", error: ""}
+memory_total_bytes:
+  description: C(MemTotal) of C(/proc/meminfo), in bytes (0 when unreadable).
+  returned: always
+  type: int
+  sample: 128849018880
+memory_available_bytes:
+  description: C(MemAvailable) of C(/proc/meminfo), in bytes (0 when unreadable).
+  returned: always
+  type: int
+  sample: 119185342464
+disk:
+  description: Free bytes (for unprivileged users, as C(df) shows) under O(docker_root), or the error reading it.
+  returned: always
+  type: dict
+  sample: {path: /var/lib/docker, free_bytes: 1869730201600, error: ""}
+clock:
+  description: The node's clock (seconds since the epoch) when the module read it.
+  returned: always
+  type: float
+  sample: 1795960000.123
+pings:
+  description: One entry per O(ping_targets) with C(target), C(rc) (0 when every echo was answered) and C(output).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{target: 192.168.100.12, rc: 0, output: "2 packets transmitted, 2 received, 0% packet loss"}]
+"""
+
+import os
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+GPU_QUERY = ["--query-gpu=name,memory.total,driver_version,uuid", "--format=csv,noheader"]
+
+
+def run(module: AnsibleModule, name: str, args: list[str]) -> tuple[int, str, str]:
+    """(rc, stdout, stderr) of NAME ARGS; rc 127 when NAME is not installed."""
+    binary = module.get_bin_path(name)
+    if not binary:
+        return 127, "", f"{name} is not installed (not in PATH)"
+    try:
+        rc, out, err = module.run_command([binary, *args])
+    except OSError as exc:
+        return 126, "", str(exc)
+    return rc, out, err.strip()
+
+
+def meminfo(text: str) -> dict[str, int]:
+    """Bytes of each ``Key: N kB`` line of /proc/meminfo."""
+    values = {}
+    for line in text.splitlines():
+        key, _sep, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            values[key.strip()] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    return values
+
+
+def free_space(path: str) -> dict:
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        return {"path": path, "free_bytes": -1, "error": f"{path}: {exc.strerror}"}
+    return {"path": path, "free_bytes": st.f_bavail * st.f_frsize, "error": ""}
+
+
+def ping_args(target: str, p: dict) -> list[str]:
+    args = ["-c", str(p["ping_count"]), "-W", str(p["ping_timeout"]), "-M", "do", "-s", str(p["mtu"] - 28)]
+    if p["ping_interface"]:
+        args += ["-I", p["ping_interface"]]
+    return [*args, target]
+
+
+def ping_all(module: AnsibleModule, p: dict) -> list[dict]:
+    """Ping every target at once; the slowest peer sets the time, not their number."""
+    results: list[dict] = [{} for _target in p["ping_targets"]]
+
+    def one(index: int, target: str) -> None:
+        rc, out, err = run(module, "ping", ping_args(target, p))
+        lines = [line for line in (out + "\n" + err).splitlines() if line.strip()]
+        results[index] = {"target": target, "rc": rc, "output": "; ".join(lines[-3:])}
+
+    threads = [threading.Thread(target=one, args=(i, target)) for i, target in enumerate(p["ping_targets"])]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return results
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "docker_root": {"type": "path", "default": "/var/lib/docker"},
+            "ping_targets": {"type": "list", "elements": "str", "default": []},
+            "ping_interface": {"type": "str"},
+            "mtu": {"type": "int", "default": 9000},
+            "ping_count": {"type": "int", "default": 2},
+            "ping_timeout": {"type": "int", "default": 2},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    if not 576 <= p["mtu"] <= 65535 or p["ping_count"] < 1 or p["ping_timeout"] < 1:
+        module.fail_json(msg=f"mtu must be 576-65535 (is {p['mtu']}), ping_count and ping_timeout at least 1")
+    clock = time.time()
+    rc, out, err = run(module, "docker", ["version", "--format", "{{.Server.Version}}"])
+    docker = {"rc": rc, "version": out.strip() if rc == 0 else "", "error": "" if rc == 0 else (err or out.strip())}
+    rc, out, err = run(module, "nvidia-smi", GPU_QUERY)
+    gpus = {"rc": rc, "lines": [line.strip() for line in out.splitlines() if "," in line], "output": out.strip(),
+            "error": err}
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            memory = meminfo(fh.read())
+    except OSError:
+        memory = {}
+    module.exit_json(
+        changed=False, clock=clock, docker=docker, gpus=gpus,
+        memory_total_bytes=memory.get("MemTotal", 0), memory_available_bytes=memory.get("MemAvailable", 0),
+        disk=free_space(p["docker_root"]), pings=ping_all(module, p),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of the node_facts module, with docker, nvidia-smi and ping as small scripts on PATH."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.vllm.plugins.modules import node_facts as mod
+
+
+def tool(bindir, name, body):
+    path = bindir / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def bindir(tmp_path, monkeypatch):
+    path = tmp_path / "bin"
+    path.mkdir()
+    monkeypatch.setenv("PATH", f"{path}:/usr/bin:/bin")
+    return path
+
+
+def run(capsys, args):
+    with patch_module_args(args), pytest.raises(SystemExit):
+        mod.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_healthy_node(bindir, tmp_path, capsys):
+    tool(bindir, "docker", 'echo "28.3.3"')
+    tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
+    tool(bindir, "ping", 'echo "$@" >> "%s"; echo "2 packets transmitted, 2 received, 0%% packet loss"' % (tmp_path / "pings"))
+    before = time.time()
+    result = run(capsys, {"docker_root": str(tmp_path), "ping_targets": ["10.0.0.2", "10.0.0.3"],
+                          "ping_interface": "enp1s0f1np1", "mtu": 9000})
+    assert result["changed"] is False
+    assert result["docker"] == {"rc": 0, "version": "28.3.3", "error": ""}
+    assert result["gpus"]["rc"] == 0 and result["gpus"]["lines"] == ["NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"]
+    assert result["memory_total_bytes"] > 0 and 0 < result["memory_available_bytes"] <= result["memory_total_bytes"]
+    assert result["disk"]["error"] == "" and result["disk"]["free_bytes"] > 0
+    assert before <= result["clock"] <= time.time()
+    assert [p["target"] for p in result["pings"]] == ["10.0.0.2", "10.0.0.3"]
+    assert all(p["rc"] == 0 and "0% packet loss" in p["output"] for p in result["pings"])
+    calls = sorted((tmp_path / "pings").read_text().splitlines())
+    assert calls == ["-c 2 -W 2 -M do -s 8972 -I enp1s0f1np1 10.0.0.2", "-c 2 -W 2 -M do -s 8972 -I enp1s0f1np1 10.0.0.3"]
+
+
+def test_failures_are_reported_not_raised(bindir, tmp_path, capsys):
+    tool(bindir, "docker", 'echo "Cannot connect to the Docker daemon" >&2; exit 1')
+    tool(bindir, "nvidia-smi", 'echo "No devices were found"; exit 6')
+    tool(bindir, "ping", 'echo "1 packets transmitted, 0 received, 100% packet loss"; exit 1')
+    result = run(capsys, {"docker_root": str(tmp_path / "missing"), "ping_targets": ["10.0.0.9"]})
+    assert result.get("failed") is not True
+    assert result["docker"] == {"rc": 1, "version": "", "error": "Cannot connect to the Docker daemon"}
+    assert result["gpus"]["rc"] == 6 and result["gpus"]["lines"] == [] and result["gpus"]["output"] == "No devices were found"
+    assert result["disk"]["free_bytes"] == -1 and "missing" in result["disk"]["error"]
+    assert result["pings"] == [{"target": "10.0.0.9", "rc": 1, "output": "1 packets transmitted, 0 received, 100% packet loss"}]
+
+
+def test_missing_tools(bindir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.setattr(mod.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: None)
+    result = run(capsys, {"docker_root": str(tmp_path), "ping_targets": ["10.0.0.2"]})
+    assert result["docker"]["rc"] == 127 and "docker is not installed" in result["docker"]["error"]
+    assert result["gpus"]["rc"] == 127 and "nvidia-smi is not installed" in result["gpus"]["error"]
+    assert result["pings"][0]["rc"] == 127 and "ping is not installed" in result["pings"][0]["output"]
+
+
+def test_meminfo_parsing():
+    text = "MemTotal:       131072 kB\nMemAvailable:    65536 kB\nHugePages_Total:       0\nbogus line\n"
+    assert mod.meminfo(text) == {"MemTotal": 131072 * 1024, "MemAvailable": 65536 * 1024, "HugePages_Total": 0}
+
+
+def test_bad_mtu_is_refused(bindir, capsys):
+    result = run(capsys, {"mtu": 100})
+    assert result["failed"] is True and "mtu must be 576-65535 (is 100)" in result["msg"]
+
+
+def test_pings_run_at_once(bindir, tmp_path, capsys):
+    """Each ping waits until all four have started: run one after another, the first would give up."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    tool(bindir, "ping", 'touch "%s/$(echo "$@" | tr " " _)"; n=0\n'
+                         'while [ "$(ls "%s" | wc -l)" -lt 4 ]; do n=$((n+1)); [ $n -gt 100 ] && exit 1; sleep 0.1; done\n'
+                         'echo together' % (marks, marks))
+    result = run(capsys, {"docker_root": str(tmp_path), "ping_targets": [f"10.0.0.{i}" for i in range(2, 6)]})
+    assert [(p["rc"], p["output"]) for p in result["pings"]] == [(0, "together")] * 4
