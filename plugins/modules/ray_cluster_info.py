@@ -376,6 +376,7 @@ def wait_for_cluster(container, name: str, params: dict[str, t.Any], clock=time.
     last_error = None
     ended = None
     start = clock()
+    satisfied, missing = wait_verdict(summary, params["wait_nodes"], params["wait_gpus"], params["wait_node_ips"])
     while True:
         ended = ended_reason(name, container_state(container), started_at)
         if ended:
@@ -388,7 +389,7 @@ def wait_for_cluster(container, name: str, params: dict[str, t.Any], clock=time.
             last_error = None
         except (RayCommandError, _ray.RayParseError, DockerException) as exc:
             last_error = str(exc)
-        satisfied, _missing = wait_verdict(summary, params["wait_nodes"], params["wait_gpus"], params["wait_node_ips"])
+        satisfied, missing = wait_verdict(summary, params["wait_nodes"], params["wait_gpus"], params["wait_node_ips"])
         if satisfied or clock() >= deadline:
             break
         next_read = min(deadline, clock() + params["wait_interval"])
@@ -399,7 +400,6 @@ def wait_for_cluster(container, name: str, params: dict[str, t.Any], clock=time.
                 break
         if ended:
             break
-    satisfied, missing = wait_verdict(summary, params["wait_nodes"], params["wait_gpus"], params["wait_node_ips"])
     result = {"wait_satisfied": satisfied and not ended, "missing_node_ips": missing, "container_ended": ended,
               "waited": round(clock() - start, 1), "snapshot": summary}
     if last_error:
