@@ -18,7 +18,7 @@ help:
 	@echo "make test        everything CI runs (unit, lint, sanity, build check, molecule, lab tests)"
 	@echo "make lab-up      start the lab (NODES=$(NODES), up to 6); lab-down, lab-status"
 	@echo "make unit | lint | sanity | build-check | molecule | lab-test"
-	@echo "make bench       bench/transfer.py and bench/fleet_deploy.py: ratios from one run each (not part of make test)"
+	@echo "make bench       bench/transfer.py, fleet_deploy.py and rerun.py: ratios from one run each (not part of make test)"
 
 $(BIN)/.stamp: requirements.txt requirements-test.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -89,6 +89,7 @@ BENCH_ARGS ?=
 bench: venv engine
 	$(PYTHON) bench/transfer.py $(BENCH_ARGS)
 	$(PYTHON) bench/fleet_deploy.py
+	$(PYTHON) bench/rerun.py
 
 # Everything CI runs. The last step is pytest (unit + engine + lab tests), so the
 # output ends with pytest's own summary line.

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How long does a second deploy take when nothing changed? (issue 7: under 20 s on the lab, changed=0, no restart)
+
+On the lab's first pair (brought up with lab/lab.py when it is not), it deploys deploy_qwen35.yml once to warm up,
+then alternates, for --rounds rounds:
+    deploy_qwen35.yml again            (must report changed=0 and leave the serving container's start time alone)
+    a one-task play (ansible.builtin.ping on the same hosts), as the yardstick of this machine's speed right now
+It prints every run's wall time and task count, the medians, and the rerun's time in yardsticks (the ratio is
+comparable between a quiet and a busy machine; the seconds are what the issue's bar is about).
+
+    python3 bench/rerun.py [--rounds 5] [--image lab/vllm-qwen35:0.17]
+The lab prefix and subnets come from DGXSPARK_LAB_PREFIX / _MGMT_SUBNET / _FABRIC_SUBNET, as for the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = REPO / ".venv" / "bin"
+PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
+INVENTORY = REPO / "inventories" / "lab" / ("hosts.yml" if PREFIX == "spark" else f"hosts-{PREFIX}.yml")
+LAB = [sys.executable, str(REPO / "lab" / "lab.py")]
+HEAD_CONTAINER = "dgxspark-ray-head"
+PING_PLAY = """---
+- name: Yardstick
+  hosts: spark_pairs
+  gather_facts: false
+  tasks:
+    - name: One round trip to every node
+      ansible.builtin.ping:
+"""
+
+
+def env():
+    out = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    out["PATH"] = f"{BIN}:{out.get('PATH', '')}"
+    return out
+
+
+def sh(argv, check=True):
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env(), check=False)
+    if check and proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(map(str, argv))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def timed(argv):
+    start = time.monotonic()
+    proc = sh(argv)
+    return time.monotonic() - start, proc.stdout
+
+
+def recap(stdout):
+    """{host: (ok, changed)} from PLAY RECAP."""
+    return {m.group(1): (int(m.group(2)), int(m.group(3)))
+            for m in re.finditer(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)", stdout, re.M)}
+
+
+def head_started(head):
+    proc = sh(["docker", "exec", head, "docker", "inspect", "--format", "{{.State.StartedAt}}", HEAD_CONTAINER])
+    return proc.stdout.strip()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--image", default="lab/vllm-qwen35:0.17")
+    args = parser.parse_args()
+    running = sh(["docker", "inspect", "--format", "{{.State.Running}}", f"{PREFIX}-2"], check=False).stdout.strip()
+    if running != "true":  # a lab of two nodes or more is used as it is
+        sh([*LAB, "up", "--nodes", "2"])
+    sh([*LAB, "images", "vllm-qwen35-0.17"])
+    sh([*LAB, "load", args.image])
+    deploy = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "deploy_qwen35.yml"),
+              "-l", "pair1", "-e", f"dgxspark_image={args.image}"]
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as fh:
+        fh.write(PING_PLAY)
+        ping = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), fh.name, "-l", "pair1"]
+    head = f"{PREFIX}-1"
+    first, _out = timed(deploy)
+    print(f"first deploy (warm-up, not counted): {first:.1f} s")
+    started = head_started(head)
+    reruns, sticks = [], []
+    for r in range(args.rounds):
+        seconds, out = timed(deploy)
+        counts = recap(out)
+        changed = sum(c for _ok, c in counts.values())
+        tasks = counts.get(head, (0, 0))[0]
+        restarted = head_started(head) != started
+        stick, _ = timed(ping)
+        reruns.append(seconds)
+        sticks.append(stick)
+        print(f"round {r + 1}: rerun {seconds:5.1f} s  ({tasks} tasks ok on the head, changed={changed}"
+              f"{', SERVING CONTAINER RESTARTED' if restarted else ', nothing restarted'})   yardstick {stick:4.1f} s")
+        if changed or restarted:
+            sys.exit("a rerun with nothing to change must report changed=0 and restart nothing")
+    os.unlink(fh.name)
+    rerun, stick = statistics.median(reruns), statistics.median(sticks)
+    print(f"\nmedian rerun {rerun:.1f} s (bar: under 20 s) = {rerun / stick:.1f} yardsticks of {stick:.1f} s "
+          f"(a one-task play); {'PASS' if rerun < 20 else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()
