@@ -145,9 +145,43 @@ def ensure_image(image: str) -> str:
     return want
 
 
+def descendants(i: int, ident: str) -> list[str]:
+    """Images on node I built on IDENT (their chain of parents leads to it), each after its own children."""
+    ids = sorted(set(nexec(i, "docker", "image", "ls", "-a", "-q", "--no-trunc").stdout.split()))
+    if not ids:
+        return []
+    children: dict[str, list[str]] = {}
+    for line in nexec(i, "docker", "image", "inspect", "--format", "{{.Id}} {{.Parent}}", *ids).stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 2:
+            children.setdefault(fields[1], []).append(fields[0])
+    order, todo = [], list(children.get(ident, []))
+    while todo:
+        child = todo.pop()
+        order.append(child)
+        todo += children.get(child, [])
+    return order[::-1]
+
+
 def drop(peers: tuple[int, ...], image: str, ident: str) -> None:
-    """Remove IMAGE (tag and ID, so no layer is left for a load to skip) from PEERS."""
+    """Remove IMAGE (tag and ID, so no layer is left for a load to skip) from PEERS.
+
+    Docker refuses to remove an image that other images were built on (a hybrid overlay built on a peer by a deploy,
+    for example), and those images would keep its layers, so a load would skip them. They are removed first, and
+    logged; a container that uses IMAGE or one of them stops the bench instead (it is not the bench's to remove).
+    """
     for i in peers:
+        if image_id(i, ident) is None:
+            continue
+        users = nexec(i, "docker", "ps", "-a", "--filter", f"ancestor={ident}", "--format", "{{.Names}}").stdout.split()
+        if users:
+            raise SystemExit(f"bench: containers on {node(i)} use {image} or an image built on it: {', '.join(users)}; "
+                             "remove them (for example with the dgxspark.vllm.teardown playbook) and run the bench again")
+        children = descendants(i, ident)
+        if children:
+            log(f"removing {len(children)} image(s) built on {image} from {node(i)}: "
+                + ", ".join(c.split(":")[-1][:12] for c in children))
+            nexec(i, "docker", "image", "rm", "-f", *children)
         nexec(i, "docker", "image", "rm", "-f", image, ident, check=False)
         if image_id(i, ident) is not None:
             raise SystemExit(f"bench: {image} ({ident}) is still on {node(i)} after docker image rm")

@@ -30,7 +30,10 @@ PROTOCOL = 1
 CONTENT_LABEL = "org.dgxspark.vllm.content"
 CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
 FRAME = struct.Struct(">I")
-CHUNK = 1 << 20
+# AES-GCM first: with the CPUs' AES instructions (x86 AES-NI, the Arm crypto extensions of the Sparks' Grace cores)
+# it costs about half the CPU of OpenSSH's default chacha20-poly1305 on both ends of every hop.
+CIPHERS = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com"
+CHUNK = 1 << 20  # bytes per frame: 1 and 4 MiB measured alike on the lab, 256 KiB cost more CPU
 IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -158,6 +161,7 @@ def ssh_argv(target: dict, key: str, known_hosts: str, user: str = "root", conne
         "-o", "ServerAliveInterval=10",
         "-o", "ServerAliveCountMax=6",
         "-o", "Compression=no",
+        "-o", "Ciphers=" + CIPHERS,
         "-o", "LogLevel=ERROR",
         "-p", str(target.get("port", 22)),
         "-l", user,
@@ -332,7 +336,7 @@ class Hop:
         self.error: str | None = None
         # Not run_command: the docker save stream is piped into ssh while both run.
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # pylint: disable=consider-using-with,ansible-bad-function
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, bufsize=0)
         self._threads = [threading.Thread(target=self._read_out, daemon=True),
                          threading.Thread(target=self._read_err, daemon=True)]
         for thread in self._threads:
@@ -350,11 +354,11 @@ class Hop:
     def alive(self) -> bool:
         return self.error is None
 
-    def write(self, data: bytes) -> None:
+    def write(self, *parts: bytes | memoryview) -> None:
         if self.error is not None:
             return
         try:
-            self.proc.stdin.write(data)
+            write_all(self.proc.stdin.fileno(), parts)
         except OSError as exc:
             self.error = f"the stream to {self.names[0]} broke: {exc}"
 
@@ -397,17 +401,46 @@ def chain_results(hops: list[tuple[Hop, list[dict]]]) -> dict[str, dict]:
     return results
 
 
-def pump(chunks: t.Iterable[bytes], hops: list[Hop], progress: Progress) -> int:
-    """Send the archive once to every hop in frames; returns the bytes read from the source."""
+def write_all(fd: int, parts: t.Sequence[bytes | bytearray | memoryview]) -> None:
+    """Write PARTS to the file descriptor FD with writev (a frame's header and data without joining them)."""
+    views = [memoryview(part).cast("B") for part in parts if len(part)]
+    while views:
+        n = os.writev(fd, views)
+        while n:
+            if n >= len(views[0]):
+                n -= len(views.pop(0))
+            else:
+                views[0] = views[0][n:]
+                n = 0
+
+
+def read_full(source: t.Any, view: memoryview) -> int:
+    """Fill VIEW from SOURCE (anything with ``readinto``); fewer bytes only at the end of the source."""
+    got = 0
+    while got < len(view):
+        n = source.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
+
+
+def pump(source: t.Any, hops: list[Hop], progress: Progress, size: int = CHUNK) -> int:
+    """Send the archive read from SOURCE (``readinto``) once to every hop in frames of SIZE; returns the bytes read.
+
+    One buffer is reused for every frame, and a frame's header and data are written with one writev.
+    """
     total = 0
-    for chunk in chunks:
-        if not chunk:
-            continue
-        data = frame(chunk)
+    buf = memoryview(bytearray(size))
+    while True:
+        got = read_full(source, buf)
+        if not got:
+            break
+        head = FRAME.pack(got)
         for proc in hops:
-            proc.write(data)
-        total += len(chunk)
-        progress.add(len(chunk))
+            proc.write(head, buf[:got])
+        total += got
+        progress.add(got)
         if not any(proc.alive for proc in hops):
             return total
     for proc in hops:
@@ -415,20 +448,29 @@ def pump(chunks: t.Iterable[bytes], hops: list[Hop], progress: Progress) -> int:
     return total
 
 
-def rechunk(chunks: t.Iterable[bytes], size: int = CHUNK) -> t.Iterator[bytes]:
-    """Yield pieces of at most SIZE bytes (the relay refuses huge frames)."""
-    for chunk in chunks:
-        for offset in range(0, len(chunk), size):
-            yield chunk[offset:offset + size]
+class IterReader:
+    """``readinto`` over an iterable of byte strings (the docker SDK's archive stream)."""
+
+    def __init__(self, chunks: t.Iterable[bytes]):
+        self.chunks = iter(chunks)
+        self.rest = memoryview(b"")
+
+    def readinto(self, view: memoryview) -> int:
+        while not self.rest:
+            try:
+                self.rest = memoryview(next(self.chunks))
+            except StopIteration:
+                return 0
+        n = min(len(view), len(self.rest))
+        view[:n] = self.rest[:n]
+        self.rest = self.rest[n:]
+        return n
 
 
-def file_chunks(path: str, size: int = CHUNK) -> t.Iterator[bytes]:
-    with open(path, "rb") as fh:
-        while True:
-            data = fh.read(size)
-            if not data:
-                return
-            yield data
+def close_reader(reader: t.Any) -> None:
+    """Close a reader from the engine or a file (an IterReader has nothing to close)."""
+    if hasattr(reader, "close"):
+        reader.close()
 
 
 def table(rows: list[dict]) -> list[str]:

@@ -201,8 +201,15 @@ def test_image_reaches_node2_with_the_same_id_and_rerun_moves_nothing(trusted, t
     load_into_node1(f"{IMAGE}:v1")
     assert image_id(1, NAME) == ids["v1"] and image_id(2, NAME) is None
     path = playbook_text(tmp_path, "sync.yml", SYNC_PLAY)
-    first = play(path, "--limit", "pair1", "-e", f"image_sync_image={NAME}", "-e", "image_sync_trust=false",
-                 "-e", "image_sync_progress_interval=1", check=True)
+    # A 40 MB transfer can end within the first progress interval; slowed to 100 Mbit/s it lasts a few seconds, so
+    # the role has a running transfer to report on.
+    node_exec(node(1), "tc", "qdisc", "add", "dev", fabric_if(1), "root", "tbf", "rate", "100mbit", "burst", "256kb",
+              "latency", "400ms")
+    try:
+        first = play(path, "--limit", "pair1", "-e", f"image_sync_image={NAME}", "-e", "image_sync_trust=false",
+                     "-e", "image_sync_progress_interval=1", check=True)
+    finally:
+        node_exec(node(1), "tc", "qdisc", "del", "dev", fabric_if(1), "root", check=False)
     assert image_id(2, NAME) == ids["v1"]
     assert recap(first.stdout, node(1))["changed"] >= 1
     row = re.search(rf"- {re.escape(node(2))}\s+transfer\s+(\d+)\s+([\d.]+)\s+([\d.]+)", first.stdout)

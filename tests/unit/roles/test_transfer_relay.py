@@ -11,6 +11,7 @@ import importlib.machinery
 import importlib.util
 import io
 import json
+import os
 import pathlib
 import sys
 
@@ -103,7 +104,7 @@ class FakeAPI:
 
     def load_image(self, data):
         for chunk in data:
-            self.received += chunk
+            self.received += chunk  # copied before the next chunk is asked for, as an upload sends it
         if self.fail:
             return [{"error": self.fail}]
         return [{"stream": f"Loaded image ID: {self.loaded_id}\n"}]
@@ -136,6 +137,8 @@ def test_receive_loads_verifies_then_tags(capsys):
     assert rc == 0 and api.received == b"0123456789"
     assert api.tags == [(ID_A, "a", "1", True)]
     assert lines[0]["ok"] is True and lines[0]["bytes"] == 10 and lines[0]["loaded_id"] == ID_A
+    assert lines[0]["after"] == {"store": "graphdriver", "ref_image": {"id": "a:1", "repo_digests": [],
+                                                                       "content_label": None, "size": 0}}
 
 
 def test_cut_stream_aborts_the_load_and_tags_nothing(capsys):
@@ -159,3 +162,22 @@ def test_load_error_is_reported(capsys):
     api = FakeAPI(fail="no space left on device")
     rc, lines = receive(api, stream(b"abc"), capsys)
     assert rc == 1 and api.tags == [] and lines[0]["error"] == "docker load failed: no space left on device"
+
+
+def test_receive_reuses_a_few_buffers_for_many_frames(capsys):
+    api = FakeAPI()
+    payload = bytes(range(256)) * 40
+    rc, lines = receive(api, stream(payload, chunk=7), capsys)
+    assert rc == 0 and api.received == payload and lines[0]["bytes"] == len(payload)
+
+
+def test_write_all_and_read_into_move_every_byte():
+    rfd, wfd = os.pipe()
+    try:
+        R.write_all(wfd, [b"head", memoryview(bytearray(b"data"))[:3], b"", b"!"])
+        buf = bytearray(8)
+        assert R.read_into(io.FileIO(rfd, closefd=False), memoryview(buf)) and bytes(buf) == b"headdat!"
+        assert R.read_into(io.BytesIO(b"ab"), memoryview(bytearray(3))) is False
+    finally:
+        os.close(rfd)
+        os.close(wfd)

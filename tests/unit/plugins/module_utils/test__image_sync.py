@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync as u
@@ -108,7 +109,9 @@ def test_chains_and_headers():
 def test_framing():
     assert u.frame(b"abc") == struct.pack(">I", 3) + b"abc"
     assert u.end_mark(123) == struct.pack(">I", 0) + b'{"bytes": 123}\n'
-    assert [len(c) for c in u.rechunk([b"x" * 5, b"y" * 2], size=2)] == [2, 2, 1, 2]
+    reader = u.IterReader([b"x" * 5, b"", b"y" * 2])
+    buf = memoryview(bytearray(3))
+    assert [bytes(buf[:n]) for n in iter(lambda: u.read_full(reader, buf), 0)] == [b"xxx", b"xxy", b"y"]
 
 
 def test_parse_answers_and_first_answer():
@@ -169,35 +172,58 @@ def test_progress_without_file_writes_nothing():
     assert progress.snapshot()["percent"] == 0.0
 
 
-def test_pump_sends_once_and_marks_the_end():
-    class Sink:
-        def __init__(self):
-            self.data, self.alive = b"", True
+class Sink:
+    def __init__(self):
+        self.data, self.alive, self.writes = b"", True, []
 
-        def write(self, data):
-            self.data += data
+    def write(self, *parts):
+        self.writes.append(len(parts))
+        self.data += b"".join(bytes(part) for part in parts)
 
+
+def test_pump_sends_frames_of_the_chunk_size_once_and_marks_the_end():
     sinks = [Sink(), Sink()]
     progress = u.Progress(None, 10, ["a"], clock=Clock())
-    assert u.pump([b"ab", b"", b"cde"], sinks, progress) == 5
-    expected = u.frame(b"ab") + u.frame(b"cde") + u.end_mark(5)
+    assert u.pump(u.IterReader([b"ab", b"", b"cde"]), sinks, progress, size=4) == 5
+    expected = u.frame(b"abcd") + u.frame(b"e") + u.end_mark(5)
     assert sinks[0].data == expected and sinks[1].data == expected
+    assert sinks[0].writes == [2, 2, 1]  # header and data in one write, not joined
     assert progress.bytes == 5
 
 
-def test_pump_stops_when_every_hop_is_dead():
+def test_pump_reads_files_and_stops_when_every_hop_is_dead(tmp_path):
+    path = tmp_path / "a.tar"
+    path.write_bytes(b"0123456789")
+    with open(path, "rb") as fh:
+        sink = Sink()
+        assert u.pump(fh, [sink], u.Progress(None, 10, [], clock=Clock()), size=3) == 10
+    assert sink.data == b"".join(u.frame(p) for p in (b"012", b"345", b"678", b"9")) + u.end_mark(10)
+
     class Dead:
         alive = False
 
         def __init__(self):
             self.writes = 0
 
-        def write(self, _data):
+        def write(self, *_parts):
             self.writes += 1
 
     dead = Dead()
-    assert u.pump([b"a", b"b", b"c"], [dead], u.Progress(None, 3, [], clock=Clock())) == 1
+    assert u.pump(u.IterReader([b"a", b"b", b"c"]), [dead], u.Progress(None, 3, [], clock=Clock()), size=1) == 1
     assert dead.writes == 1  # no end mark after a dead hop
+
+
+def test_write_all_writes_every_part_in_order():
+    rfd, wfd = os.pipe()
+    try:
+        u.write_all(wfd, [b"head", memoryview(b"0123456789" * 3000)[:20_000], b"", bytearray(b"!")])
+        got = b""
+        while len(got) < 20_005:
+            got += os.read(rfd, 1 << 16)
+        assert got == b"head" + (b"0123456789" * 2000) + b"!"
+    finally:
+        os.close(rfd)
+        os.close(wfd)
 
 
 def test_mb_per_s_human_and_table():

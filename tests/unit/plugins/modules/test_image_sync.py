@@ -31,6 +31,7 @@ class FakeHop:
     """Records the header and the stream; answers like a relay chain whose members all load the image."""
 
     instances: list = []
+    report_after = False
 
     def __init__(self, argv, header, names, fail=()):
         self.argv, self.header, self.names = argv, header, names
@@ -46,8 +47,8 @@ class FakeHop:
     def alive(self):
         return True
 
-    def write(self, data):
-        self.data += data
+    def write(self, *parts):
+        self.data += b"".join(bytes(part) for part in parts)
 
     def kill(self):
         pass
@@ -58,6 +59,8 @@ class FakeHop:
             line = {"name": name, "ok": ok, "bytes": 6, "seconds": 0.5, "action": "transfer"}
             if not ok:
                 line["error"] = "docker load failed: unexpected EOF"
+            elif FakeHop.report_after:
+                line["after"] = {"store": "graphdriver", "ref_image": inspect_answer(ID_A)["ref_image"]}
             self.lines.append(json.dumps(line))
         return 0
 
@@ -65,7 +68,8 @@ class FakeHop:
         return ""
 
 
-def run(capsys, args, answers_before, answers_after=None, check=False, fail=(), source_error=None, exists=True):
+def run(capsys, args, answers_before, answers_after=None, check=False, fail=(), source_error=None, exists=True,
+        report_after=False):
     api = mock.Mock()
     if source_error:
         api.inspect_image.side_effect = source_error
@@ -85,6 +89,7 @@ def run(capsys, args, answers_before, answers_after=None, check=False, fail=(), 
         return phase[host], ""
 
     FakeHop.instances = []
+    FakeHop.report_after = report_after
     module_args = dict(args)
     if check:
         module_args["_ansible_check_mode"] = True
@@ -117,12 +122,12 @@ def test_relay_sends_once_through_a_chain_and_verifies(capsys):
     after = {"10.0.0.2": inspect_answer(ID_A), "10.0.0.3": inspect_answer(ID_A)}
     result, code, api, _calls, _w = run(capsys, ARGS, before, after)
     assert code == 0 and result["changed"] is True
-    api.get_image.assert_called_once_with(ID_A, chunk_size=1 << 20)  # by ID: the archive carries no tag
+    api.get_image.assert_called_once_with(ID_A, chunk_size=u.CHUNK)  # by ID: the archive carries no tag
     assert len(FakeHop.instances) == 1
     hop = FakeHop.instances[0]
     assert hop.argv[-2] == "10.0.0.2"
     assert hop.header["next"] == [{"host": "10.0.0.3", "port": 22, "name": "n3"}]
-    assert hop.data == u.frame(b"abc") + u.frame(b"def") + u.end_mark(6)
+    assert hop.data == u.frame(b"abcdef") + u.end_mark(6)  # the SDK's pieces are gathered into frames of u.CHUNK
     assert result["bytes_sent"] == 6
     assert [(t["name"], t["action"], t["bytes"], t["mb_per_s"], t["before_id"], t["after_id"]) for t in result["targets"]] == [
         ("n2", "transfer", 6, 0.0, None, ID_A), ("n3", "transfer", 6, 0.0, ID_B, ID_A)]
@@ -215,3 +220,25 @@ def test_store_mismatch_without_label_warns(capsys):
     result, code, _api, _calls, warn = run(capsys, ARGS, before, check=True)
     assert code == 0 and [t["action"] for t in result["targets"]] == ["skip", "skip"]
     assert warn.call_count == 1 and "containerd image store" in warn.call_args[0][0]
+
+
+def test_a_receive_that_reports_where_the_image_stands_is_not_asked_again(capsys):
+    before = {"10.0.0.2": inspect_answer(None), "10.0.0.3": inspect_answer(ID_B)}
+    after = {"10.0.0.3": inspect_answer(ID_B)}
+    result, code, _api, calls, _w = run(capsys, ARGS, before, after, fail=("n3",), report_after=True)
+    assert code == 1 and [t["action"] for t in result["targets"]] == ["transfer", "failed"]
+    # n2 reported where its image stands at the end of the receive; only n3 (a failed receive) is asked again
+    assert calls.count(("10.0.0.2", "inspect")) == 1 and calls.count(("10.0.0.3", "inspect")) == 2
+    assert [t["after_id"] for t in result["targets"]] == [ID_A, ID_B]
+
+
+def test_save_stream_directly_or_through_a_temporary_file(tmp_path):
+    api = mock.Mock()
+    api.get_image.return_value = iter([b"abc", b"def"])
+    reader, path = mod.save_stream(api, ID_A, False, str(tmp_path))
+    assert path is None and [bytes(buf[:n]) for buf in [memoryview(bytearray(8))] for n in [u.read_full(reader, buf)]] == [b"abcdef"]
+    api.get_image.return_value = iter([b"abc", b"def"])
+    reader, path = mod.save_stream(api, ID_A, True, str(tmp_path))
+    with reader:
+        assert reader.read() == b"abcdef" and path.startswith(str(tmp_path))
+    api.get_image.assert_called_with(ID_A, chunk_size=u.CHUNK)
