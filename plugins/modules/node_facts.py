@@ -56,6 +56,10 @@ options:
     description: Seconds to wait for each answer (C(ping -W)).
     type: int
     default: 2
+  ping_interval:
+    description: Seconds between the echo requests to one target (C(ping -i); below 0.2 needs root).
+    type: float
+    default: 0.2
 seealso:
   - module: dgxspark.vllm.rdma_facts
 """
@@ -152,7 +156,8 @@ def free_space(path: str) -> dict:
 
 
 def ping_args(target: str, p: dict) -> list[str]:
-    args = ["-c", str(p["ping_count"]), "-W", str(p["ping_timeout"]), "-M", "do", "-s", str(p["mtu"] - 28)]
+    args = ["-c", str(p["ping_count"]), "-i", f"{p['ping_interval']:g}", "-W", str(p["ping_timeout"]), "-M", "do",
+            "-s", str(p["mtu"] - 28)]
     if p["ping_interface"]:
         args += ["-I", p["ping_interface"]]
     return [*args, target]
@@ -184,12 +189,14 @@ def main() -> None:
             "mtu": {"type": "int", "default": 9000},
             "ping_count": {"type": "int", "default": 2},
             "ping_timeout": {"type": "int", "default": 2},
+            "ping_interval": {"type": "float", "default": 0.2},
         },
         supports_check_mode=True,
     )
     p = module.params
-    if not 576 <= p["mtu"] <= 65535 or p["ping_count"] < 1 or p["ping_timeout"] < 1:
-        module.fail_json(msg=f"mtu must be 576-65535 (is {p['mtu']}), ping_count and ping_timeout at least 1")
+    if not 576 <= p["mtu"] <= 65535 or p["ping_count"] < 1 or p["ping_timeout"] < 1 or p["ping_interval"] <= 0:
+        module.fail_json(msg=f"mtu must be 576-65535 (is {p['mtu']}), ping_count and ping_timeout at least 1, "
+                             f"ping_interval above 0")
     clock = time.time()
     rc, out, err = run(module, "docker", ["version", "--format", "{{.Server.Version}}"])
     docker = {"rc": rc, "version": out.strip() if rc == 0 else "", "error": "" if rc == 0 else (err or out.strip())}

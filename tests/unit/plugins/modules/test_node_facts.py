@@ -50,7 +50,8 @@ def test_a_healthy_node(bindir, tmp_path, capsys):
     assert [p["target"] for p in result["pings"]] == ["10.0.0.2", "10.0.0.3"]
     assert all(p["rc"] == 0 and "0% packet loss" in p["output"] for p in result["pings"])
     calls = sorted((tmp_path / "pings").read_text().splitlines())
-    assert calls == ["-c 2 -W 2 -M do -s 8972 -I enp1s0f1np1 10.0.0.2", "-c 2 -W 2 -M do -s 8972 -I enp1s0f1np1 10.0.0.3"]
+    assert calls == ["-c 2 -i 0.2 -W 2 -M do -s 8972 -I enp1s0f1np1 10.0.0.2",
+                     "-c 2 -i 0.2 -W 2 -M do -s 8972 -I enp1s0f1np1 10.0.0.3"]
 
 
 def test_failures_are_reported_not_raised(bindir, tmp_path, capsys):
