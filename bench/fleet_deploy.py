@@ -20,33 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = REPO / ".venv" / "bin"
-PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
-INVENTORY = REPO / "inventories" / "lab" / ("hosts.yml" if PREFIX == "spark" else f"hosts-{PREFIX}.yml")
-LAB = [sys.executable, str(REPO / "lab" / "lab.py")]
-
-
-def env():
-    out = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
-    out["PATH"] = f"{BIN}:{out.get('PATH', '')}"
-    return out
-
-
-def sh(argv, check=True):
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env(), check=False)
-    if check and proc.returncode != 0:
-        sys.exit(f"failed: {' '.join(argv)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def playbook(name, *args):
-    return [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / name), *args]
+from benchkit import LAB, playbook, sh
 
 
 def timed_deploy(extra, limit=None):

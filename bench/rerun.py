@@ -20,17 +20,12 @@ import argparse
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = REPO / ".venv" / "bin"
-PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
-INVENTORY = REPO / "inventories" / "lab" / ("hosts.yml" if PREFIX == "spark" else f"hosts-{PREFIX}.yml")
-LAB = [sys.executable, str(REPO / "lab" / "lab.py")]
+from benchkit import LAB, PREFIX, playbook, sh
+
 HEAD_CONTAINER = "dgxspark-ray-head"
 PING_PLAY = """---
 - name: Yardstick
@@ -40,19 +35,6 @@ PING_PLAY = """---
     - name: One round trip to every node
       ansible.builtin.ping:
 """
-
-
-def env():
-    out = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
-    out["PATH"] = f"{BIN}:{out.get('PATH', '')}"
-    return out
-
-
-def sh(argv, check=True):
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env(), check=False)
-    if check and proc.returncode != 0:
-        sys.exit(f"failed: {' '.join(map(str, argv))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 def timed(argv):
@@ -82,11 +64,10 @@ def main():
         sh([*LAB, "up", "--nodes", "2"])
     sh([*LAB, "images", "vllm-qwen35-0.17"])
     sh([*LAB, "load", args.image])
-    deploy = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "deploy_qwen35.yml"),
-              "-l", "pair1", "-e", f"dgxspark_image={args.image}"]
+    deploy = playbook("deploy_qwen35.yml", "-l", "pair1", "-e", f"dgxspark_image={args.image}")
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as fh:
         fh.write(PING_PLAY)
-        ping = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), fh.name, "-l", "pair1"]
+        ping = playbook(fh.name, "-l", "pair1")
     head = f"{PREFIX}-1"
     first, _out = timed(deploy)
     print(f"first deploy (warm-up, not counted): {first:.1f} s")

@@ -22,3 +22,20 @@ attributes:
     description: Target operating systems this module runs on.
     platforms: posix
 """
+
+    # The support levels of a module that only reads (the info and facts modules):
+    # extends_documentation_fragment: [dgxspark.vllm.attributes, dgxspark.vllm.attributes.read_only]
+    READ_ONLY = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; it behaves the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+  platform:
+    support: full
+    platforms: posix
+"""

@@ -473,10 +473,12 @@ def close_reader(reader: t.Any) -> None:
         reader.close()
 
 
-def table(rows: list[dict]) -> list[str]:
-    """The per-node summary lines (node, action, bytes, seconds, MB/s)."""
-    lines = [f"{'node':<20} {'action':<9} {'bytes':>14} {'seconds':>8} {'MB/s':>8}"]
+def table(rows: list[dict], files: bool = False) -> list[str]:
+    """The per-node summary lines (node, action, [files,] bytes, seconds, MB/s) of image_sync and model_sync."""
+    files_head = f" {'files':>6}" if files else ""
+    lines = [f"{'node':<20} {'action':<9}{files_head} {'bytes':>14} {'seconds':>8} {'MB/s':>8}"]
     for row in rows:
-        lines.append(f"{row['name']:<20} {row['action']:<9} {row.get('bytes', 0):>14} {row.get('seconds', 0):>8.1f} "
-                     f"{row.get('mb_per_s', 0):>8.1f}")
+        files_cell = f" {len(row.get('files') or []):>6}" if files else ""
+        lines.append(f"{row['name']:<20} {row['action']:<9}{files_cell} {row.get('bytes', 0):>14} "
+                     f"{row.get('seconds', 0):>8.1f} {row.get('mb_per_s', 0):>8.1f}")
     return lines

@@ -24,6 +24,8 @@ import struct
 import tempfile
 import typing as t
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import human
+
 FRAME = struct.Struct(">I")
 CACHE_NAME = ".dgxspark-manifest.json"
 PART_SUFFIX = ".dgxspark-part"
@@ -320,25 +322,7 @@ def download_command(model: str, local_dir: str, *, where: str = "host", cli: st
 
 # --------------------------------------------------------------------------- accounting
 
-def table(rows: list[dict]) -> list[str]:
-    """The per-node summary lines (node, action, files, bytes, seconds, MB/s)."""
-    lines = [f"{'node':<20} {'action':<8} {'files':>6} {'bytes':>14} {'seconds':>8} {'MB/s':>8}"]
-    for row in rows:
-        lines.append(f"{row['name']:<20} {row['action']:<8} {len(row.get('files') or []):>6} {row.get('bytes', 0):>14} "
-                     f"{row.get('seconds', 0):>8.1f} {row.get('mb_per_s', 0):>8.1f}")
-    return lines
-
-
 # --------------------------------------------------------------------------- the source side of model_sync
-
-def human(nbytes: int | float) -> str:
-    value = float(nbytes)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(value) < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} TB"  # pragma: no cover
-
 
 def plan(source: dict[str, dict], targets: list[dict], answers: dict[str, dict], min_free_bytes: int,
          delete_extra: bool) -> tuple[list[dict], list[str]]:

@@ -42,6 +42,7 @@ description:
     JSON file on the source about every second, so that a play running the module with C(async) can show it.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
+  - dgxspark.vllm.transfer
 attributes:
   check_mode:
     support: full
@@ -65,42 +66,6 @@ options:
         made present (no tag).
     type: str
     required: true
-  targets:
-    description:
-      - The nodes that must have the image, in relay order.
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      host:
-        description: The target's fabric address (or a name that resolves to it), as it appears in O(known_hosts).
-        type: str
-        required: true
-      name:
-        description: The target's inventory name, used in messages and results. Defaults to O(targets[].host).
-        type: str
-      port:
-        description: The target's SSH port.
-        type: int
-        default: 22
-  ssh_key:
-    description: The fleet's transfer private key on the source (and, for the relay, on every target).
-    type: path
-    default: /etc/dgxspark/transfer/id_ed25519
-  known_hosts:
-    description:
-      - The known_hosts file with the targets' host keys under their fabric addresses (written by C(dgxspark.vllm.node_trust)).
-      - Host keys are always checked strictly; an unknown or changed key fails the target.
-    type: path
-    default: /etc/dgxspark/transfer/known_hosts
-  ssh_user:
-    description: The user the transfer key is authorized for on the targets.
-    type: str
-    default: root
-  connect_timeout:
-    description: Seconds SSH waits for a target to answer.
-    type: int
-    default: 10
   min_free_bytes:
     description:
       - Bytes that must remain free on a target's Docker root once the image is loaded (headroom).

@@ -33,6 +33,7 @@ description:
   - Every target that received files is inspected again and must then have the source's manifest.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
+  - dgxspark.vllm.transfer
 attributes:
   check_mode:
     support: full
@@ -58,24 +59,6 @@ options:
     description: The directory holding the models on the source.
     type: path
     default: /srv/dgxspark/models
-  targets:
-    description:
-      - The nodes that must have the model, in relay order.
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      host:
-        description: The target's fabric address (or a name that resolves to it), as it appears in O(known_hosts).
-        type: str
-        required: true
-      name:
-        description: The target's inventory name, used in messages and results. Defaults to O(targets[].host).
-        type: str
-      port:
-        description: The target's SSH port.
-        type: int
-        default: 22
   delete_extra:
     description:
       - Remove files from a target's model directory that the source does not have. Off by default, so that files
@@ -86,22 +69,6 @@ options:
     description: Bytes that must remain free on a target once the files it gets are written.
     type: int
     default: 1073741824
-  ssh_key:
-    description: The fleet's transfer private key on the source (and, for the relay, on every target).
-    type: path
-    default: /etc/dgxspark/transfer/id_ed25519
-  known_hosts:
-    description: The known_hosts file with the targets' host keys under their fabric addresses; host keys are checked strictly.
-    type: path
-    default: /etc/dgxspark/transfer/known_hosts
-  ssh_user:
-    description: The user the transfer key is authorized for on the targets.
-    type: str
-    default: root
-  connect_timeout:
-    description: Seconds SSH waits for a target to answer.
-    type: int
-    default: 10
   timeout:
     description:
       - Seconds the whole run may take (the targets' first manifests hash every file, about 1 GB/s).
@@ -188,7 +155,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
-from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import Hop, chain_results, request, ssh_argv
+from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import Hop, chain_results, request, ssh_argv, table
 
 PROTOCOL = 2
 
@@ -303,7 +270,7 @@ def run_module() -> None:
     moving = [e for e in entries if e["action"] == "sync"]
     result["changed"] = bool(moving)
     if module.check_mode or not moving:
-        result["table"] = mf.table(entries)
+        result["table"] = table(entries, files=True)
         result["elapsed"] = round(time.monotonic() - began, 3)
         module.exit_json(**result)
 
@@ -364,7 +331,7 @@ def run_module() -> None:
             e["action"] = "failed"
             e["error"] = f"after the transfer {len(send)} file(s) still differ ({', '.join(send[:3])})"
     result["changed"] = any(e["bytes"] > 0 or e["deleted"] for e in entries)
-    result["table"] = mf.table(entries)
+    result["table"] = table(entries, files=True)
     failed = [e for e in entries if e["action"] == "failed"]
     if failed:
         fail(f"{p['model']} did not reach every target (their existing files are unchanged; rerun to complete): "

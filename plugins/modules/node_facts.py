@@ -20,17 +20,7 @@ description:
     the node, the problem and the fix.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
-attributes:
-  check_mode:
-    support: full
-    details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-  platform:
-    support: full
-    platforms: posix
+  - dgxspark.vllm.attributes.read_only
 options:
   docker_root:
     description: Where the Docker engine keeps its images; its file system's free space is reported.

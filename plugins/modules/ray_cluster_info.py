@@ -28,17 +28,7 @@ requirements:
   - docker (the Docker SDK for Python) on the managed node
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
-attributes:
-  check_mode:
-    support: full
-    details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-  platform:
-    support: full
-    platforms: posix
+  - dgxspark.vllm.attributes.read_only
 options:
   container:
     description:

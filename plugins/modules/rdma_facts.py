@@ -35,17 +35,8 @@ description:
   - The results are returned both as top-level keys and as the fact C(dgxspark_fabric).
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
+  - dgxspark.vllm.attributes.read_only
 attributes:
-  check_mode:
-    support: full
-    details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-  platform:
-    support: full
-    platforms: posix
   facts:
     description: Returns facts in C(ansible_facts) (as C(dgxspark_fabric)).
     support: full

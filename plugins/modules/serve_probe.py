@@ -24,16 +24,7 @@ description:
   - It changes nothing. It runs the same in check mode.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-  platform:
-    support: full
-    platforms: posix
+  - dgxspark.vllm.attributes.read_only
 options:
   url:
     description: Base URL of the OpenAI-compatible server, for example V(http://192.168.100.11:8000).

@@ -18,17 +18,7 @@ description:
   - Set C(no_log) on a task with O(read_keypair=true); its result holds the private key.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
-attributes:
-  check_mode:
-    support: full
-    details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-  platform:
-    support: full
-    platforms: posix
+  - dgxspark.vllm.attributes.read_only
 options:
   dir:
     description: Directory of the fleet's key pair (C(id_ed25519), C(id_ed25519.pub)).

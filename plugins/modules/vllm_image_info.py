@@ -36,17 +36,7 @@ requirements:
   - root on the managed node to read the overlay2 layer directories (otherwise the archive API is used)
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
-attributes:
-  check_mode:
-    support: full
-    details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-  platform:
-    support: full
-    platforms: posix
+  - dgxspark.vllm.attributes.read_only
 options:
   image:
     description:

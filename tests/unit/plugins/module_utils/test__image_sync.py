@@ -231,3 +231,7 @@ def test_mb_per_s_human_and_table():
     assert u.human(999) == "999 B" and u.human(1_500_000) == "1.5 MB" and u.human(73_336_115_200) == "73.3 GB"
     lines = u.table([{"name": "n2", "action": "transfer", "bytes": 10, "seconds": 1.25, "mb_per_s": 0.0}])
     assert lines[1].split() == ["n2", "transfer", "10", "1.2", "0.0"]
+    rows = [{"name": "n2", "action": "sync", "files": ["a"], "bytes": 10, "seconds": 1.0, "mb_per_s": 0.0}]
+    with_files = u.table(rows, files=True)
+    assert with_files[0].split() == ["node", "action", "files", "bytes", "seconds", "MB/s"]
+    assert with_files[1].split() == ["n2", "sync", "1", "10", "1.0", "0.0"]

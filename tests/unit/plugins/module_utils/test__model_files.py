@@ -183,8 +183,3 @@ def test_download_command_refuses(kwargs, match):
     model, local_dir = kwargs.pop("model"), kwargs.pop("local_dir")
     with pytest.raises(ValueError, match=match):
         mf.download_command(model, local_dir, **kwargs)
-
-
-def test_table():
-    rows = [{"name": "n2", "action": "sync", "files": ["a"], "bytes": 10, "seconds": 1.0, "mb_per_s": 0.0}]
-    assert mf.table(rows)[1].split() == ["n2", "sync", "1", "10", "1.0", "0.0"]
