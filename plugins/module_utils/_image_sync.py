@@ -37,6 +37,20 @@ CHUNK = 1 << 20  # bytes per frame: 1 and 4 MiB measured alike on the lab, 256 K
 IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
+# The options of the dgxspark.vllm.transfer doc fragment, shared by image_sync and model_sync.
+TRANSFER_ARGUMENT_SPEC = {
+    "targets": {"type": "list", "elements": "dict", "required": True, "options": {
+        "host": {"type": "str", "required": True},
+        "name": {"type": "str"},
+        "port": {"type": "int", "default": 22},
+    }},
+    "ssh_key": {"type": "path", "default": "/etc/dgxspark/transfer/id_ed25519"},
+    "known_hosts": {"type": "path", "default": "/etc/dgxspark/transfer/known_hosts"},
+    "ssh_user": {"type": "str", "default": "root"},
+    "connect_timeout": {"type": "int", "default": 10},
+}
+
+
 # --------------------------------------------------------------------------- engine facts
 
 def store_of(info: dict) -> str:

@@ -200,7 +200,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker
 from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
-    CHUNK, PROTOCOL, Hop, IterReader, Progress, chain_results, chains, close_reader, image_summary,
+    CHUNK, PROTOCOL, TRANSFER_ARGUMENT_SPEC, Hop, IterReader, Progress, chain_results, chains, close_reader, image_summary,
     inspect_header, mb_per_s, plan, pump, read_full, receive_header, request, ssh_argv, store_of, table, tag_header,
     identity,
 )
@@ -246,16 +246,8 @@ def save_stream(api, image_id: str, tmp_tar: bool, tmp_dir: str):
 def run_module() -> None:
     module = AnsibleModule(
         argument_spec={
+            **TRANSFER_ARGUMENT_SPEC,
             "image": {"type": "str", "required": True},
-            "targets": {"type": "list", "elements": "dict", "required": True, "options": {
-                "host": {"type": "str", "required": True},
-                "name": {"type": "str"},
-                "port": {"type": "int", "default": 22},
-            }},
-            "ssh_key": {"type": "path", "default": "/etc/dgxspark/transfer/id_ed25519"},
-            "known_hosts": {"type": "path", "default": "/etc/dgxspark/transfer/known_hosts"},
-            "ssh_user": {"type": "str", "default": "root"},
-            "connect_timeout": {"type": "int", "default": 10},
             "min_free_bytes": {"type": "int", "default": 5368709120},
             "strategy": {"type": "str", "choices": ["relay", "parallel"], "default": "relay"},
             "timeout": {"type": "int", "default": 3600},

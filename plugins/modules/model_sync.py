@@ -155,7 +155,9 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
-from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import Hop, chain_results, request, ssh_argv, table
+from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
+    TRANSFER_ARGUMENT_SPEC, Hop, chain_results, request, ssh_argv, table,
+)
 
 PROTOCOL = 2
 
@@ -194,19 +196,11 @@ def file_diff(entries: list[dict], source: dict[str, dict], answers: dict[str, d
 def run_module() -> None:
     module = AnsibleModule(
         argument_spec={
+            **TRANSFER_ARGUMENT_SPEC,
             "model": {"type": "str", "required": True},
             "models_dir": {"type": "path", "default": "/srv/dgxspark/models"},
-            "targets": {"type": "list", "elements": "dict", "required": True, "options": {
-                "host": {"type": "str", "required": True},
-                "name": {"type": "str"},
-                "port": {"type": "int", "default": 22},
-            }},
             "delete_extra": {"type": "bool", "default": False},
             "min_free_bytes": {"type": "int", "default": 1073741824},
-            "ssh_key": {"type": "path", "default": "/etc/dgxspark/transfer/id_ed25519"},
-            "known_hosts": {"type": "path", "default": "/etc/dgxspark/transfer/known_hosts"},
-            "ssh_user": {"type": "str", "default": "root"},
-            "connect_timeout": {"type": "int", "default": 10},
             "timeout": {"type": "int", "default": 7200},
         },
         supports_check_mode=True,

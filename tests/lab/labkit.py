@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +74,58 @@ def ansible_env(**extra):
 
 def node_exec(node, *argv, check=True, input_text=None):
     return run(["docker", "exec", "-i", node, *argv], check=check, input_text=input_text)
+
+
+def parse_adhoc(stdout):
+    """The JSON result of an ad-hoc `ansible -m` run (ANSIBLE_CALLBACK_RESULT_FORMAT=json)."""
+    match = re.search(r"\| (?:SUCCESS|CHANGED|FAILED!?) => (\{.*)", stdout, re.S)
+    assert match, stdout[-3000:]
+    return json.loads(match.group(1))
+
+
+def recap(stdout, host):
+    """HOST's PLAY RECAP counts."""
+    match = re.search(rf"^{re.escape(host)}\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", stdout, re.M)
+    assert match, stdout[-3000:]
+    return {"ok": int(match.group(1)), "changed": int(match.group(2)), "unreachable": int(match.group(3)),
+            "failed": int(match.group(4))}
+
+
+def tx_bytes(i):
+    """Bytes node I's fabric interface has sent."""
+    return int(node_exec(node(i), "cat", f"/sys/class/net/{fabric_if(i)}/statistics/tx_bytes").stdout)
+
+
+@contextlib.contextmanager
+def throttled(i, rate):
+    """Node I's fabric egress slowed to RATE (e.g. "60mbit") inside the block, so a stream takes seconds."""
+    node_exec(node(i), "tc", "qdisc", "add", "dev", fabric_if(i), "root", "tbf", "rate", rate, "burst", "256kb",
+              "latency", "400ms")
+    try:
+        yield
+    finally:
+        node_exec(node(i), "tc", "qdisc", "del", "dev", fabric_if(i), "root", check=False)
+
+
+def cut_midway(module, args, after_bytes, signal="-KILL", during=None):
+    """Run MODULE with ARGS on node 1 towards node 2; once node 1 has sent AFTER_BYTES over the fabric, call DURING
+    (if given, to look at node 2 mid-stream) and kill node 2's transfer program with SIGNAL. The module's JSON result,
+    its return code and its output."""
+    start_tx = tx_bytes(1)
+    with subprocess.Popen([str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", module, "-a", json.dumps(args)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"), cwd=REPO) as job:
+        deadline = time.monotonic() + 60
+        while tx_bytes(1) - start_tx < after_bytes:
+            assert job.poll() is None and time.monotonic() < deadline, "the transfer ended before it could be cut"
+            time.sleep(0.2)
+        if during:
+            during()
+        pids = node_exec(node(2), "pgrep", "-f", "dgxspark-transfer").stdout.split()
+        assert pids
+        node_exec(node(2), "kill", signal, *pids)
+        out, _err = job.communicate(timeout=120)
+    return parse_adhoc(out), job.returncode, out
 
 
 @pytest.fixture(scope="session")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, fabric_if, fabric_ip, mgmt_ip, node, node_exec, run
+from labkit import (BIN, INVENTORY, LAB, PREFIX, ansible_env, cut_midway, fabric_if, fabric_ip, mgmt_ip, node, node_exec,
+                    parse_adhoc, recap, run, throttled, tx_bytes)
 
 NODES = 4
 IMAGE = f"{PREFIX}-lab/imgsync"
@@ -61,18 +61,12 @@ def module(target_nodes, *, image=NAME, extra=None, check=False):
     argv = [str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", "dgxspark.vllm.image_sync", "-a", json.dumps(args)]
     if check:
         argv.append("--check")
-    proc = run(argv, check=False, env=adhoc_env())
+    proc = run(argv, check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
     return parse_adhoc(proc.stdout), proc
 
 
-def adhoc_env():
-    return ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json")
 
 
-def parse_adhoc(stdout):
-    match = re.search(r"\| (?:SUCCESS|CHANGED|FAILED!?) => (\{.*)", stdout, re.S)
-    assert match, stdout[-3000:]
-    return json.loads(match.group(1))
 
 
 def image_id(i, ref):
@@ -84,8 +78,6 @@ def all_image_ids(i):
     return set(node_exec(node(i), "docker", "images", "-a", "-q", "--no-trunc").stdout.split())
 
 
-def tx_bytes(i):
-    return int(node_exec(node(i), "cat", f"/sys/class/net/{fabric_if(i)}/statistics/tx_bytes").stdout)
 
 
 def drop_image(i, *refs):
@@ -110,11 +102,6 @@ def load_into_node1(tag, as_name=NAME):
     node_exec(node(1), "docker", "tag", tag, as_name)
 
 
-def recap(stdout, host):
-    match = re.search(rf"^{re.escape(host)}\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", stdout, re.M)
-    assert match, stdout[-3000:]
-    return {"ok": int(match.group(1)), "changed": int(match.group(2)), "unreachable": int(match.group(3)),
-            "failed": int(match.group(4))}
 
 
 def transfer_ssh(i, host, *command, stdin=""):
@@ -203,13 +190,9 @@ def test_image_reaches_node2_with_the_same_id_and_rerun_moves_nothing(trusted, t
     path = playbook_text(tmp_path, "sync.yml", SYNC_PLAY)
     # A 40 MB transfer can end within the first progress interval; slowed to 100 Mbit/s it lasts a few seconds, so
     # the role has a running transfer to report on.
-    node_exec(node(1), "tc", "qdisc", "add", "dev", fabric_if(1), "root", "tbf", "rate", "100mbit", "burst", "256kb",
-              "latency", "400ms")
-    try:
+    with throttled(1, "100mbit"):
         first = play(path, "--limit", "pair1", "-e", f"image_sync_image={NAME}", "-e", "image_sync_trust=false",
                      "-e", "image_sync_progress_interval=1", check=True)
-    finally:
-        node_exec(node(1), "tc", "qdisc", "del", "dev", fabric_if(1), "root", check=False)
     assert image_id(2, NAME) == ids["v1"]
     assert recap(first.stdout, node(1))["changed"] >= 1
     row = re.search(rf"- {re.escape(node(2))}\s+transfer\s+(\d+)\s+([\d.]+)\s+([\d.]+)", first.stdout)
@@ -244,26 +227,10 @@ def test_interrupted_transfer_keeps_the_old_tag_and_a_rerun_completes(trusted):
     assert image_id(2, NAME) == ids["v1"]
     before = all_image_ids(2)
     # Slow node 1's fabric egress so the 90 MB stream takes seconds, then cut it on node 2 mid-way.
-    node_exec(node(1), "tc", "qdisc", "add", "dev", fabric_if(1), "root", "tbf", "rate", "60mbit", "burst", "256kb",
-              "latency", "400ms")
-    try:
-        args = {"image": NAME, "targets": [{"host": fabric_ip(2), "name": node(2)}]}
-        start_tx = tx_bytes(1)
-        job = subprocess.Popen([str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", "dgxspark.vllm.image_sync",  # pylint: disable=consider-using-with
-                                "-a", json.dumps(args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=adhoc_env(), cwd=REPO)
-        deadline = time.monotonic() + 60
-        while tx_bytes(1) - start_tx < 20_000_000:
-            assert job.poll() is None and time.monotonic() < deadline, "the transfer ended before it could be cut"
-            time.sleep(0.2)
-        pids = node_exec(node(2), "pgrep", "-f", "dgxspark-transfer").stdout.split()
-        assert pids
-        node_exec(node(2), "kill", "-9", *pids)
-        out, _err = job.communicate(timeout=120)
-    finally:
-        node_exec(node(1), "tc", "qdisc", "del", "dev", fabric_if(1), "root", check=False)
-    result = parse_adhoc(out)
-    assert job.returncode != 0, out[-3000:]
+    with throttled(1, "60mbit"):
+        result, code, out = cut_midway("dgxspark.vllm.image_sync",
+                                       {"image": NAME, "targets": [{"host": fabric_ip(2), "name": node(2)}]}, 20_000_000)
+    assert code != 0, out[-3000:]
     assert node(2) in result["msg"] and "previous tags are unchanged" in result["msg"]
     assert result["targets"][0]["action"] == "failed" and result["targets"][0]["after_id"] == ids["v1"]
     # Nothing partial and nothing retagged on node 2.

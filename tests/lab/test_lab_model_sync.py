@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import time
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, fabric_ip, node, node_exec, run
+from labkit import (BIN, INVENTORY, LAB, ansible_env, cut_midway, fabric_if, fabric_ip, node, node_exec, parse_adhoc, recap,
+                    run, throttled)
 
 MODELS = "/srv/dgxspark/models"
 NAME = "Qwen3.5-122B-A10B-FP8"
@@ -48,16 +47,8 @@ def module(*, extra=None, check=False):
     return parse_adhoc(proc.stdout), proc
 
 
-def parse_adhoc(stdout):
-    match = re.search(r"\| (?:SUCCESS|CHANGED|FAILED!?) => (\{.*)", stdout, re.S)
-    assert match, stdout[-3000:]
-    return json.loads(match.group(1))
 
 
-def recap(stdout, host):
-    match = re.search(rf"^{re.escape(host)}\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", stdout, re.M)
-    assert match, stdout[-3000:]
-    return {"ok": int(match.group(1)), "changed": int(match.group(2)), "failed": int(match.group(4))}
 
 
 def sums(i, directory=MODEL_DIR):
@@ -76,8 +67,6 @@ def hidden_parts(i):
     return node_exec(node(i), "find", MODELS, "-name", "*.dgxspark-part", check=False).stdout.split()
 
 
-def tx_bytes(i):
-    return int(node_exec(node(i), "cat", f"/sys/class/net/{fabric_if(i)}/statistics/tx_bytes").stdout)
 
 
 @pytest.fixture(scope="module")
@@ -142,27 +131,14 @@ def test_an_interrupted_stream_leaves_the_old_files_and_a_rerun_completes(head_o
     node_exec(node(1), "sh", "-c", f"head -c 4096 /dev/urandom | dd of={MODEL_DIR}/model-00001-of-00004.safetensors "
                                    "bs=1 seek=2048 conv=notrunc status=none")
     before = sums(2)
-    node_exec(node(1), "tc", "qdisc", "add", "dev", fabric_if(1), "root", "tbf", "rate", "40mbit", "burst", "256kb",
-              "latency", "400ms")
-    try:
-        args = {"model": NAME, "models_dir": MODELS, "targets": [{"host": fabric_ip(2), "name": node(2)}]}
-        start_tx = tx_bytes(1)
-        job = subprocess.Popen([str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", "dgxspark.vllm.model_sync",  # pylint: disable=consider-using-with
-                                "-a", json.dumps(args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"), cwd=REPO)
-        deadline = time.monotonic() + 60
-        while tx_bytes(1) - start_tx < 15_000_000:
-            assert job.poll() is None and time.monotonic() < deadline, "the transfer ended before it could be cut"
-            time.sleep(0.2)
-        assert hidden_parts(2)  # the files are being received under hidden names
-        pids = node_exec(node(2), "pgrep", "-f", "dgxspark-transfer").stdout.split()
-        assert pids
-        node_exec(node(2), "kill", "-TERM", *pids)
-        out, _err = job.communicate(timeout=120)
-    finally:
-        node_exec(node(1), "tc", "qdisc", "del", "dev", fabric_if(1), "root", check=False)
-    result = parse_adhoc(out)
-    assert job.returncode != 0, out[-3000:]
+    mid_stream = []
+    with throttled(1, "40mbit"):
+        result, code, out = cut_midway(
+            "dgxspark.vllm.model_sync",
+            {"model": NAME, "models_dir": MODELS, "targets": [{"host": fabric_ip(2), "name": node(2)}]}, 15_000_000,
+            signal="-TERM", during=lambda: mid_stream.extend(hidden_parts(2)))
+    assert mid_stream  # the files were being received under hidden names
+    assert code != 0, out[-3000:]
     assert node(2) in result["msg"] and "existing files are unchanged" in result["msg"], result["msg"]
     assert result["targets"][0]["action"] == "failed"
     assert sums(2) == before  # the old shard is intact, the extra file is not there under its name
