@@ -65,10 +65,6 @@ def module(target_nodes, *, image=NAME, extra=None, check=False):
     return parse_adhoc(proc.stdout), proc
 
 
-
-
-
-
 def image_id(i, ref):
     proc = node_exec(node(i), "docker", "image", "inspect", "--format", "{{.Id}}", ref, check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -76,8 +72,6 @@ def image_id(i, ref):
 
 def all_image_ids(i):
     return set(node_exec(node(i), "docker", "images", "-a", "-q", "--no-trunc").stdout.split())
-
-
 
 
 def drop_image(i, *refs):
@@ -100,8 +94,6 @@ def load_into_node1(tag, as_name=NAME):
     save.stdout.close()
     assert save.wait() == 0 and load.returncode == 0, load.stderr
     node_exec(node(1), "docker", "tag", tag, as_name)
-
-
 
 
 def transfer_ssh(i, host, *command, stdin=""):

@@ -47,10 +47,6 @@ def module(*, extra=None, check=False):
     return parse_adhoc(proc.stdout), proc
 
 
-
-
-
-
 def sums(i, directory=MODEL_DIR):
     """{relative path: (size, sha256)} of the files under DIRECTORY on node I, computed by the node's own tools."""
     proc = node_exec(node(i), "sh", "-c", f"cd {directory} 2>/dev/null && find . -type f ! -name '.*' -printf '%P %s\\n'",
@@ -65,8 +61,6 @@ def sums(i, directory=MODEL_DIR):
 
 def hidden_parts(i):
     return node_exec(node(i), "find", MODELS, "-name", "*.dgxspark-part", check=False).stdout.split()
-
-
 
 
 @pytest.fixture(scope="module")
