@@ -17,7 +17,6 @@ The lab prefix and subnets come from DGXSPARK_LAB_PREFIX / _MGMT_SUBNET / _FABRI
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import sys
@@ -54,26 +53,13 @@ def head_started(head):
     return proc.stdout.strip()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--image", default="lab/vllm-qwen35:0.17")
-    args = parser.parse_args()
-    running = sh(["docker", "inspect", "--format", "{{.State.Running}}", f"{PREFIX}-2"], check=False).stdout.strip()
-    if running != "true":  # a lab of two nodes or more is used as it is
-        sh([*LAB, "up", "--nodes", "2"])
-    sh([*LAB, "images", "vllm-qwen35-0.17"])
-    sh([*LAB, "load", args.image])
-    deploy = playbook("deploy_qwen35.yml", "-l", "pair1", "-e", f"dgxspark_image={args.image}")
-    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as fh:
-        fh.write(PING_PLAY)
-        ping = playbook(fh.name, "-l", "pair1")
-    head = f"{PREFIX}-1"
+def measure(deploy, ping, head, rounds):
+    """Warm up, then ROUNDS reruns of DEPLOY, each followed by the yardstick PING; their wall times."""
     first, _out = timed(deploy)
     print(f"first deploy (warm-up, not counted): {first:.1f} s")
     started = head_started(head)
     reruns, sticks = [], []
-    for r in range(args.rounds):
+    for r in range(rounds):
         seconds, out = timed(deploy)
         counts = recap(out)
         changed = sum(c for _ok, c in counts.values())
@@ -86,7 +72,25 @@ def main():
               f"{', SERVING CONTAINER RESTARTED' if restarted else ', nothing restarted'})   yardstick {stick:4.1f} s")
         if changed or restarted:
             sys.exit("a rerun with nothing to change must report changed=0 and restart nothing")
-    os.unlink(fh.name)
+    return reruns, sticks
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--image", default="lab/vllm-qwen35:0.17")
+    args = parser.parse_args()
+    running = sh(["docker", "inspect", "--format", "{{.State.Running}}", f"{PREFIX}-2"], check=False).stdout.strip()
+    if running != "true":  # a lab of two nodes or more is used as it is
+        sh([*LAB, "up", "--nodes", "2"])
+    sh([*LAB, "images", "vllm-qwen35-0.17"])
+    sh([*LAB, "load", args.image])
+    deploy = playbook("deploy_qwen35.yml", "-l", "pair1", "-e", f"dgxspark_image={args.image}")
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as fh:
+        fh.write(PING_PLAY)
+        fh.flush()
+        ping = playbook(fh.name, "-l", "pair1")
+        reruns, sticks = measure(deploy, ping, f"{PREFIX}-1", args.rounds)
     rerun, stick = statistics.median(reruns), statistics.median(sticks)
     print(f"\nmedian rerun {rerun:.1f} s (bar: under 20 s) = {rerun / stick:.1f} yardsticks of {stick:.1f} s "
           f"(a one-task play); {'PASS' if rerun < 20 else 'NOT MET'}")

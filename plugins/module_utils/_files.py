@@ -24,6 +24,13 @@ class Changes:
         self.before: list[str] = []
         self.after: list[str] = []
 
+    def result(self, diff: bool) -> dict:
+        """The module's ``changed``, ``changed_files`` and, when DIFF and something changed, ``diff``."""
+        out = {"changed": bool(self.paths), "changed_files": self.paths}
+        if diff and self.paths:
+            out["diff"] = {"before": "".join(self.before), "after": "".join(self.after)}
+        return out
+
     def note(self, path: str, before: str, after: str) -> None:
         self.paths.append(path)
         self.before.append(f"# {path}\n{before}")
@@ -50,8 +57,14 @@ class Changes:
     def ensure_file(self, path: str, content: bytes, mode: int, uid: int, gid: int, secret: bool = False) -> None:
         old = read_or_none(path)
         st = os.stat(path) if old is not None else None
-        same_meta = st is not None and (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (mode, uid, gid)
-        if old == content and same_meta:
+        if old == content:
+            if (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (mode, uid, gid):
+                return
+            self.note(path, f"(mode {st.st_mode & 0o7777:04o}, owner {st.st_uid}:{st.st_gid})\n",
+                      f"(mode {mode:04o}, owner {uid}:{gid})\n")
+            if not self.check:
+                os.chown(path, uid, gid)
+                os.chmod(path, mode)
             return
         if secret:
             before = "(absent)\n" if old is None else SECRET.format(n=len(old))
@@ -59,17 +72,9 @@ class Changes:
         else:
             before = "(absent)\n" if old is None else old.decode(errors="replace")
             after = content.decode(errors="replace")
-        if old == content:
-            before = f"(mode {st.st_mode & 0o7777:04o}, owner {st.st_uid}:{st.st_gid})\n"
-            after = f"(mode {mode:04o}, owner {uid}:{gid})\n"
         self.note(path, before, after)
-        if self.check:
-            return
-        if old == content:
-            os.chown(path, uid, gid)
-            os.chmod(path, mode)
-            return
-        write_atomically(path, content, mode, uid, gid)
+        if not self.check:
+            write_atomically(path, content, mode, uid, gid)
 
     def remove(self, path: str) -> None:
         if not os.path.lexists(path):

@@ -28,7 +28,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Reports which files would change; nothing is written. RV(contents) then holds only files that exist.
+    details: >-
+      Reports which files would change; nothing is written. RV(contents) then holds only files that exist, with the
+      text they would hold.
   diff_mode:
     support: full
     details: Shows the old and new text of each changed file; an entry with O(files[].secret=true) shows its length only.
@@ -180,17 +182,13 @@ def apply(entries: list[dict], changes: Changes) -> tuple[dict[str, str], dict[s
         if e["state"] == "directory":
             changes.ensure_dir(e["path"], e["mode_bits"], e["uid"], e["gid"])
             continue
-        content = e["content"].encode()
-        if e["create_only"]:
-            existing = read_or_none(e["path"])
-            if existing is not None:
-                content = existing
+        existing = read_or_none(e["path"]) if e["create_only"] or e["read"] else None
+        content = existing if e["create_only"] and existing is not None else e["content"].encode()
         changes.ensure_file(e["path"], content, e["mode_bits"], e["uid"], e["gid"], secret=e["secret"])
         checksums[e["path"]] = hashlib.sha1(content).hexdigest()  # a checksum, as copy reports it
-        if e["read"]:
-            now = read_or_none(e["path"])
-            if now is not None:
-                contents[e["path"]] = now.decode(errors="replace")
+        # After the run the file holds CONTENT; in check mode only a file that is already there is returned.
+        if e["read"] and (existing is not None or not changes.check):
+            contents[e["path"]] = content.decode(errors="replace")
     return checksums, contents
 
 
@@ -224,10 +222,7 @@ def main() -> None:
     except OSError as exc:
         module.fail_json(msg=f"node_files: writing {exc.filename or 'a file'} failed: {exc.strerror or exc}",
                          changed=bool(changes.paths), changed_files=changes.paths, exception=traceback.format_exc())
-    result = {"changed": bool(changes.paths), "changed_files": changes.paths, "checksums": checksums, "contents": contents}
-    if module._diff and changes.paths:
-        result["diff"] = {"before": "".join(changes.before), "after": "".join(changes.after)}
-    module.exit_json(**result)
+    module.exit_json(**changes.result(module._diff), checksums=checksums, contents=contents)
 
 
 if __name__ == "__main__":

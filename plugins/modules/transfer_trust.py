@@ -160,8 +160,7 @@ def text(value: str) -> bytes:
     return (value if value.endswith("\n") else value + "\n").encode()
 
 
-def present(p: dict, changes: Changes) -> None:
-    user = pwd.getpwnam(p["user"])
+def present(p: dict, changes: Changes, user: pwd.struct_passwd) -> None:
     root = (ROOT_UID, ROOT_GID)
     changes.ensure_dir(p["dir"], 0o700, *root)
     changes.ensure_dir(os.path.dirname(p["program_path"]), 0o755, *root)
@@ -230,18 +229,17 @@ def main() -> None:
     changes = Changes(module.check_mode)
     try:
         if p["state"] == "present":
-            present(p, changes)
+            try:
+                user = pwd.getpwnam(p["user"])
+            except KeyError:
+                module.fail_json(msg=f"the account {p['user']!r} does not exist on this node (node_trust_user)")
+            present(p, changes, user)
         else:
             absent(p, changes)
-    except KeyError:
-        module.fail_json(msg=f"the account {p['user']!r} does not exist on this node (node_trust_user)")
     except OSError as exc:
         module.fail_json(msg=f"writing the transfer trust failed: {exc}", changed_files=changes.paths,
                          exception=traceback.format_exc())
-    result = {"changed": bool(changes.paths), "changed_files": changes.paths}
-    if module._diff and changes.paths:
-        result["diff"] = {"before": "".join(changes.before), "after": "".join(changes.after)}
-    module.exit_json(**result)
+    module.exit_json(**changes.result(module._diff))
 
 
 if __name__ == "__main__":

@@ -236,7 +236,7 @@ def test_interrupted_transfer_keeps_the_old_tag_and_a_rerun_completes(trusted):
     assert image_id(2, ids["v1"]) == ids["v1"]  # the previous image stays (untagged), for a rollback
 
 
-def test_full_target_disk_fails_the_preflight_and_sends_nothing(trusted):
+def test_full_target_disk_fails_the_preflight_and_sends_nothing(trusted, tmp_path):
     ids = trusted["ids"]
     before = {i: all_image_ids(i) for i in (3, 4)}
     start_tx = tx_bytes(1)
@@ -248,6 +248,14 @@ def test_full_target_disk_fails_the_preflight_and_sends_nothing(trusted):
         assert all_image_ids(i) == before[i] and image_id(i, NAME) is None
     assert tx_bytes(1) - start_tx < 1_000_000  # only the identity questions went out
     assert image_id(3, ids["v2"]) is None
+    # The role fails the same way: its first question (what would move) must not pass for "nothing to move".
+    path = playbook_text(tmp_path, "sync.yml", SYNC_PLAY)
+    out = play(path, "-e", f"image_sync_image={NAME}", "-e", "image_sync_trust=false", "-e", "image_sync_scope=fleet",
+               "-e", f"image_sync_min_free_bytes={10 ** 16}")
+    assert out.returncode != 0, out.stdout[-3000:]
+    assert "nothing was sent to any node" in " ".join(out.stdout.split()), out.stdout[-3000:]
+    for i in (3, 4):
+        assert all_image_ids(i) == before[i] and image_id(i, NAME) is None
 
 
 def test_fan_out_to_three_sends_the_image_once(trusted, tmp_path):
