@@ -61,7 +61,8 @@ BASE_INCLUDE = ("python3", "python3-venv", "openssh-server", "iproute2", "ca-cer
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 BASE_IMAGE = "dgxspark-lab/base:bookworm"
-NODE_IMAGE = "dgxspark-lab/node:latest"
+# Overridable so that labs built from different node recipes can run side by side.
+NODE_IMAGE = os.environ.get("DGXSPARK_LAB_NODE_IMAGE", "dgxspark-lab/node:latest")
 TINY_IMAGE = "dgxspark-lab/tiny:latest"
 
 
@@ -94,6 +95,7 @@ def docker_ok() -> bool:
 
 
 CACHE = Path(os.environ.get("DGXSPARK_LAB_CACHE", Path.home() / ".cache" / "dgxspark-lab"))
+CACHE_KEEP = int(os.environ.get("DGXSPARK_LAB_CACHE_KEEP", "3"))
 
 
 def cache_file(image: str, inputs: str) -> Path:
@@ -119,8 +121,11 @@ def restore_cached(image: str, inputs: str) -> bool:
 def store_cached(image: str, inputs: str) -> None:
     """Keep a copy keyed by its inputs, so `down` can remove the tag and `up` need not rebuild."""
     CACHE.mkdir(parents=True, exist_ok=True)
+    # Keep the newest few builds of each image: labs with other inputs (a branch, a helper's lab) can run side
+    # by side on one machine, and each restores its own build instead of rebuilding over the other's.
     prefix = image.replace("/", "_").replace(":", "_") + "-"
-    for old in CACHE.glob(prefix + "*.tar"):
+    older = sorted(CACHE.glob(prefix + "*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in older[CACHE_KEEP - 1:]:
         old.unlink()
     tmp = cache_file(image, inputs).with_suffix(".partial")
     if run(["docker", "save", "-o", str(tmp), image], check=False, quiet=True).returncode == 0:
