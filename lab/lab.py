@@ -53,6 +53,9 @@ FABRIC_SUBNET = os.environ.get("DGXSPARK_LAB_FABRIC_SUBNET", "192.168.100.0/24")
 FABRIC_MTU = int(os.environ.get("DGXSPARK_LAB_FABRIC_MTU", "9000"))
 # Spark CX7 netdev names: the two twins of one port differ by PCI domain.
 FABRIC_IFNAMES = ("enp1s0f1np1", "enP2p1s0f1np1")
+# RDMA profile (the default): every node shows a Spark's RoCE sysfs tree and /dev/infiniband verbs devices
+# (lab/images/node/lab-rdma). `up --no-rdma` or DGXSPARK_LAB_RDMA=0: no RDMA, for the socket fallback.
+RDMA = os.environ.get("DGXSPARK_LAB_RDMA", "1").strip().lower() not in ("0", "false", "no", "off")
 MAX_NODES = 6
 
 DEBIAN_MIRROR = os.environ.get("DGXSPARK_LAB_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -340,7 +343,9 @@ def start_node(i: int) -> None:
     mgmt_ip, fabric_ip, ifname = node_addrs(i)
     if run(["docker", "container", "inspect", name], check=False, quiet=True).returncode == 0:
         state = out(["docker", "container", "inspect", "--format", "{{.State.Running}}", name])
-        if state == "true":
+        profile = out(["docker", "container", "inspect", "--format", f'{{{{index .Config.Labels "{LABEL}.rdma"}}}}',
+                       name])
+        if state == "true" and profile == ("1" if RDMA else "0"):
             return
         run(["docker", "rm", "-f", name], quiet=True)
     volume = f"{name}-docker"
@@ -358,6 +363,9 @@ def start_node(i: int) -> None:
          # a Spark has tens of GB there, Docker's default is 64 MB.
          "--shm-size", os.environ.get("DGXSPARK_LAB_SHM", "2g"),
          "--network", MGMT_NET, "--ip", mgmt_ip,
+         # The node's dockerd may hand the verbs devices (char 231) and rdma_cm (misc, char 10) on to containers.
+         "--device-cgroup-rule", "c 231:* rmw", "--device-cgroup-rule", "c 10:* rmw",
+         "--label", f"{LABEL}.rdma={'1' if RDMA else '0'}",
          "--label", f"{LABEL}=node", "--label", f"{LABEL}.prefix={PREFIX}", "--label", f"{LABEL}.index={i}",
          NODE_IMAGE], quiet=True)
     run(["docker", "network", "connect", "--ip", fabric_ip, FABRIC_NET, name], quiet=True)
@@ -427,6 +435,9 @@ def write_inventory(nodes: list[str]) -> None:
         f"    ansible_ssh_private_key_file: {key}",
         f"    ansible_ssh_common_args: \"{ssh_args}\"",
         "    ansible_python_interpreter: /usr/bin/python3",
+        *([] if nodes_have_rdma(nodes) else
+          ["    # The lab's no-RDMA profile (lab.py up --no-rdma): NCCL over sockets, by choice.",
+           "    dgxspark_require_rdma: false"]),
         "  children:",
         "    spark_pairs:",
         "      children:",
@@ -446,6 +457,12 @@ def write_inventory(nodes: list[str]) -> None:
     INVENTORY.parent.mkdir(parents=True, exist_ok=True)
     INVENTORY.write_text("\n".join(out_lines) + "\n")
     log(f"inventory written to {INVENTORY}")
+
+
+def nodes_have_rdma(nodes: list[str]) -> bool:
+    labels = [out(["docker", "container", "inspect", "--format", f'{{{{index .Config.Labels "{LABEL}.rdma"}}}}', n],
+                  check=False) for n in nodes]
+    return bool(nodes) and all(label == "1" for label in labels)
 
 
 def load_images(images: list[str], nodes: list[str]) -> None:
@@ -505,6 +522,10 @@ def cmd_up(args: argparse.Namespace) -> None:
         start_node(i)
     for name in names:
         wait_node(name, key)
+    if RDMA:
+        for name in names:
+            # After the fabric addresses are in place: the GIDs carry them.
+            dexec(name, "/usr/local/sbin/lab-rdma", "setup")
     write_inventory(names)
     preload = [TINY_IMAGE] + [spec for spec in args.load]
     load_images(preload, names)
@@ -572,6 +593,8 @@ def main(argv: list[str]) -> None:
     p.add_argument("--nodes", type=int, default=int(os.environ.get("DGXSPARK_LAB_NODES", "2")))
     p.add_argument("--load", action="append", default=[], metavar="IMAGE", help="also load IMAGE into every node")
     p.add_argument("--no-engine-images", action="store_true", help="do not build the engine images")
+    p.add_argument("--no-rdma", action="store_true",
+                   help="no RoCE sysfs tree or verbs devices on the nodes (NCCL over sockets; DGXSPARK_LAB_RDMA=0)")
     p = sub.add_parser("down", help="remove the lab")
     p.add_argument("--keep-images", action="store_true",
                    help="keep the lab's image tags (tests and molecule use this between runs)")
@@ -583,6 +606,9 @@ def main(argv: list[str]) -> None:
     p.add_argument("--nodes", type=int, default=0, metavar="N",
                    help="seed only the first N nodes (e.g. 1: the head of pair 1, for model_sync); 0: every node")
     args = parser.parse_args(argv)
+    if getattr(args, "no_rdma", False):
+        global RDMA  # pylint: disable=global-statement
+        RDMA = False
     if args.cmd == "images":
         build_images(args.names)
     elif args.cmd == "up":

@@ -51,8 +51,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_GPU_DEV: list[Path] = []
+
+
+def gpu_dev_root() -> Path:
+    """A directory shaped like a GPU container's /dev (what the lab's GPU hook puts in): the engine runs here
+    outside a container, so its CUDA stand-in is pointed at it (VLLM_LAB_DEV_ROOT)."""
+    if not _GPU_DEV:
+        import tempfile
+
+        root = Path(tempfile.mkdtemp(prefix="lab-gpu-dev-"))
+        for name in ["nvidiactl", "nvidia-uvm"] + [f"nvidia{i}" for i in range(8)]:
+            (root / name).touch()
+        _GPU_DEV.append(root)
+    return _GPU_DEV[0]
+
+
 def flavour_env(tree: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "NCCL_"))}
+    env["VLLM_LAB_DEV_ROOT"] = str(gpu_dev_root())
     env["PYTHONPATH"] = str(tree)
     env["PYTHONUNBUFFERED"] = "1"
     env["VLLM_LAB_LOAD_SECONDS_PER_GB"] = "0"

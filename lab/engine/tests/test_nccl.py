@@ -90,3 +90,36 @@ def test_missing_interface_hangs_without_error(trees, models, tmp_path, procs):
         import socket
 
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_nccl_net_ib_without_verbs_devices_fails_in_nccl_words(nccl, tmp_path, monkeypatch, capsys):
+    """A container that sees the RoCE sysfs tree but was not given /dev/infiniband: with NCCL_NET=IB, NCCL has no
+    net to use and stops (ncclInvalidUsage), as on a Spark; without NCCL_NET it falls back to sockets."""
+    sysfs = tmp_path / "infiniband"
+    (sysfs / "rocep1s0f1").mkdir(parents=True)
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    monkeypatch.setattr(nccl, "SYS_CLASS_INFINIBAND", sysfs)
+    monkeypatch.setenv("VLLM_LAB_DEV_ROOT", str(dev))
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "lo")
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    monkeypatch.setenv("NCCL_NET", "IB")
+    port = free_port()
+    with pytest.raises(RuntimeError) as err:
+        nccl.NcclComm(0, 1, f"tcp://127.0.0.1:{port}")
+    assert "ncclInvalidUsage" in str(err.value) and "Failed to initialize any NET plugin" in str(err.value)
+    out = capsys.readouterr().out
+    assert "NCCL INFO NET/IB : No device found." in out
+    assert "NCCL WARN Failed to initialize any NET plugin" in out
+    # Given the devices, the same rank uses IB.
+    (dev / "infiniband").mkdir()
+    (dev / "infiniband" / "uverbs0").touch()
+    comm = nccl.NcclComm(0, 1, f"tcp://127.0.0.1:{free_port()}")
+    assert comm.transport == "IB"
+    comm.shutdown()
+    # Without NCCL_NET, no verbs device means sockets.
+    (dev / "infiniband" / "uverbs0").unlink()
+    monkeypatch.delenv("NCCL_NET")
+    comm = nccl.NcclComm(0, 1, f"tcp://127.0.0.1:{free_port()}")
+    assert comm.transport == "Socket"
+    comm.shutdown()

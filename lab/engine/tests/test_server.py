@@ -170,3 +170,16 @@ def test_legacy_single_node_and_loading_time(trees, models, tmp_path, procs):
     raw = json.loads(http("POST", base + "/v1/chat/completions",
                           {"messages": [{"role": "user", "content": "hi"}]}, AUTH)[1])["choices"][0]["message"]
     assert raw == msg
+
+
+@pytest.mark.parametrize("flavour", ["0.14", "0.17"])
+def test_serve_without_gpu_in_the_container_fails_in_vllm_words(trees, models, tmp_path, flavour):
+    """A container started without --gpus has no NVIDIA device nodes: vLLM finds no platform and stops."""
+    from enginekit import run_vllm
+
+    empty = tmp_path / "dev"
+    empty.mkdir()
+    proc = run_vllm(trees[flavour], "serve", str(models["qwen3moe"]), "--port", str(free_port()),
+                    VLLM_LAB_DEV_ROOT=str(empty))
+    assert proc.returncode != 0
+    assert "RuntimeError: Failed to infer device type" in proc.stderr + proc.stdout

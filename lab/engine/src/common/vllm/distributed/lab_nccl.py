@@ -115,6 +115,15 @@ def ib_devices(env: dict | None = None, root: Path | None = None) -> list[str]:
     return devices
 
 
+def verbs_devices(dev_root: str | None = None) -> list[str]:
+    """The verbs device nodes this process can open (``/dev/infiniband/uverbsN``)."""
+    root = Path(dev_root or os.environ.get("VLLM_LAB_DEV_ROOT", "/dev")) / "infiniband"
+    try:
+        return sorted(p.name for p in root.iterdir() if p.name.startswith("uverbs"))
+    except OSError:
+        return []
+
+
 # ----------------------------------------------------------------------------- logging
 class NcclLog:
     def __init__(self, rank: int) -> None:
@@ -269,6 +278,19 @@ class NcclComm:
         self.ifname, self.ip = ifname, ip
         self.log.info(f"Bootstrap : Using {ifname}:{ip}<0>")
         devices = ib_devices()
+        if devices and not verbs_devices():
+            # libibverbs lists a device only when its /dev/infiniband/uverbsN is there (a container
+            # started without --device /dev/infiniband has none).
+            self.log.info("NET/IB : No device found.")
+            devices = []
+        if os.environ.get("NCCL_NET") == "IB" and not devices:
+            # NCCL_NET forces the network: no fallback to sockets.
+            self.log.warn("Failed to initialize any NET plugin")
+            raise RuntimeError(
+                f"NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3353, invalid usage "
+                f"(run with NCCL_DEBUG=WARN for details), NCCL version {nccl_version()}\n"
+                "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+                "Last error:\nFailed to initialize any NET plugin")
         if devices:
             self.transport = "IB"
             self.log.info(f"NET/IB : Using [0]{devices[0]}:1/RoCE [RO]; OOB {ifname}:{ip}<0>")

@@ -59,7 +59,10 @@ def log_non_default_args(args: argparse.Namespace) -> None:
 
 
 def create_engine_config(args: argparse.Namespace) -> VllmConfig:
+    from vllm.platforms import check_device_type
+
     ea = EngineArgs.from_cli_args(args)
+    check_device_type()  # vLLM's DeviceConfig(device="auto"): no GPU in the container, no platform
     model_config = ModelConfig(model=ea.model, tokenizer=ea.tokenizer, trust_remote_code=ea.trust_remote_code,
                                dtype=ea.dtype, seed=ea.seed, revision=ea.revision,
                                max_model_len=ea.max_model_len, quantization=ea.quantization,

@@ -28,6 +28,9 @@ class Worker:
     def init_device(self) -> None:
         logger.debug("world_size=%d rank=%d local_rank=%d distributed_init_method=%s backend=nccl",
                      self.world_size, self.rank, self.local_rank, self.distributed_init_method)
+        from vllm.platforms import cuda_set_device
+
+        cuda_set_device(self.local_rank)  # torch.cuda.set_device: CUDA's driver check comes first
         if self.world_size > 1:
             from vllm.distributed.lab_nccl import NcclComm
 
