@@ -53,7 +53,7 @@ def test_script_is_run_by_python3_not_by_its_shebang():
     # shebang and is not executable (ansible-test's shebang rule allows no python3 shebang here).
     assert not os.access(SCRIPT, os.X_OK)
     assert not SCRIPT.read_text().startswith("#!")
-    assert L.LAUNCHER_VERSION == "1.1.0"
+    assert L.LAUNCHER_VERSION == "1.2.0"
 
 
 def test_split_serve_argv_at_first_double_dash():
@@ -120,7 +120,7 @@ def test_dashboard_url(host, url):
 
 def test_version_mode(capsys):
     assert L.main(["version"]) == 0
-    assert capsys.readouterr().out == "1.1.0\n"
+    assert capsys.readouterr().out == "1.2.0\n"
 
 
 # ---------------------------------------------------------------- token auth
@@ -336,9 +336,51 @@ def test_run_is_bounded(tmp_path):
 
 # ---------------------------------------------------------------- supervision, as a real process
 
-def _launch(args, env=None):
+_GPU_BIN = []
+
+
+def _gpu_bin():
+    """A directory with an `nvidia-smi` that lists one GB10, as in a container started with the GPU."""
+    if not _GPU_BIN:
+        import tempfile
+
+        path = pathlib.Path(tempfile.mkdtemp(prefix="launcher-gpu-"))
+        _fake(path / "nvidia-smi", 'echo "GPU 0: NVIDIA GB10 (UUID: GPU-00000000-0000-0000-0000-000000000000)"\n')
+        _GPU_BIN.append(path)
+    return _GPU_BIN[0]
+
+
+def _launch(args, env=None, gpu=True):
+    """Run the launcher; `gpu`: with an nvidia-smi on PATH that sees a GPU (a container started with --gpus)."""
+    env = dict(os.environ if env is None else env)
+    if gpu:
+        env["PATH"] = f"{_gpu_bin()}:{env.get('PATH', '/usr/bin:/bin')}"
     return subprocess.Popen([sys.executable, str(SCRIPT)] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env)
+
+
+def test_container_without_the_gpu_stops_the_launcher_in_every_mode(tmp_path):
+    """A container started without --gpus / device_requests has no nvidia-smi: Ray would count no GPU
+    (the launcher used to declare --num-gpus 1 whatever it saw) and vLLM would die at CUDA init."""
+    _fake(tmp_path / "ray", f"touch {tmp_path}/ray-was-run\n")
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    for args in (HEAD, ["worker", "--head-ip", "127.0.0.1", "--node-ip", "127.0.0.5"], ["mp", "--", "true"]):
+        proc = _launch(args, env=env, gpu=False)
+        out, _err = proc.communicate(timeout=30)
+        assert proc.returncode == 1, out
+        assert "ERROR: this container sees no GPU (nvidia-smi is not in this container)" in out
+        assert "docker run --gpus all" in out
+    assert not (tmp_path / "ray-was-run").exists()
+
+
+def test_visible_gpus_counts_what_nvidia_smi_lists():
+    def runner(out, rc=0):
+        return lambda *a, **k: subprocess.CompletedProcess(a, rc, out, "")
+    assert L.visible_gpus(runner("GPU 0: NVIDIA GB10 (UUID: GPU-1)\n")) == (1, "")
+    assert L.visible_gpus(runner("No devices were found\n", 6))[0] == 0
+    assert L.require_gpus(1, runner("GPU 0: NVIDIA GB10 (UUID: GPU-1)\nGPU 1: NVIDIA GB10 (UUID: GPU-2)\n")) == 2
+    with pytest.raises(L.LaunchError, match="sees 1 GPU.s., fewer than the 2 asked for"):
+        L.require_gpus(2, runner("GPU 0: NVIDIA GB10 (UUID: GPU-1)\n"))
 
 
 def test_mp_exit_code_is_the_engines():
@@ -352,7 +394,7 @@ def test_mp_exit_code_is_the_engines():
 def test_mp_sigterm_stops_engine_and_exits_143():
     proc = _launch(["mp", "--stop-timeout", "5", "--", sys.executable, "-c",
                     "import time; print('engine up', flush=True); time.sleep(120)"])
-    assert proc.stdout.readline().startswith("[dgxspark-launch] version 1.1.0, mode mp")
+    assert proc.stdout.readline().startswith("[dgxspark-launch] version 1.2.0, mode mp")
     for line in proc.stdout:
         if line.strip() == "engine up":
             break

@@ -144,8 +144,14 @@ def engine(tmp_path_factory):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # The stand-in's CUDA looks for the device nodes a GPU container has (the lab's GPU hook puts them in).
+    dev = root / "dev"
+    dev.mkdir()
+    for name in ("nvidiactl", "nvidia0"):
+        (dev / name).touch()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "NCCL_"))}
-    env.update(PYTHONPATH=str(tree), PYTHONUNBUFFERED="1", VLLM_LAB_LOAD_SECONDS_PER_GB="0", VLLM_API_KEY="secret-key")
+    env.update(PYTHONPATH=str(tree), PYTHONUNBUFFERED="1", VLLM_LAB_LOAD_SECONDS_PER_GB="0", VLLM_API_KEY="secret-key",
+               VLLM_LAB_DEV_ROOT=str(dev))
     proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model), "--served-model-name",
                              "qwen", "--host", "127.0.0.1", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,0 +1,162 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one definition of an engine container on a DGX Spark, for every backend.
+
+Ray head, Ray worker and ``mp`` rank containers are all built here, so that what a real Spark needs is never
+missing from one of them (it used to be: no container asked for the GPU, and the ``mp`` container, a second
+hand-written spec, had no RDMA devices while the fabric set ``NCCL_NET=IB``). What the references use
+(NVIDIA's dgx-spark-playbooks, vLLM's ``run_cluster.sh``, eugr's ``launch-cluster.sh``):
+
+* the GPU through Docker's ``nvidia`` device driver: ``--gpus all``, i.e. ``device_requests`` with count -1 and
+  the ``gpu`` capability (DGX OS does not make ``nvidia`` Docker's default runtime);
+* host network and IPC, a large ``/dev/shm`` (NCCL, Ray's object store);
+* with RDMA (the fabric environment enables NCCL's IB transport): the verbs devices (``/dev/infiniband``) and
+  ``IPC_LOCK`` for pinned memory, with unlimited ``memlock`` -- not ``--privileged``;
+* ulimits: ``memlock`` unlimited, ``nofile`` 1048576, ``stack`` 64 MiB (eugr's non-privileged recipe);
+* named volumes for the compile caches (``/root/.cache/vllm``, ``/root/.cache/flashinfer``, ``/root/.triton``),
+  so that a restart (rollout, reboot, rollback) does not redo torch.compile, FlashInfer JIT and Triton work.
+"""
+
+from __future__ import annotations
+
+import re
+import typing as t
+
+LAUNCHER = "/opt/dgxspark/bin/dgxspark-launch"
+ENTRYPOINT = ["python3", LAUNCHER]
+GPU_REQUEST = {"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}
+DEFAULT_SHM_SIZE = "16g"
+DEFAULT_ULIMITS = ["nofile:1048576:1048576", "memlock:-1:-1", "stack:67108864:67108864"]
+DEFAULT_RDMA_DEVICES = "/dev/infiniband"
+DEFAULT_RESTART_POLICY = "unless-stopped"
+DEFAULT_STOP_TIMEOUT = 30
+DEFAULT_CACHE_VOLUMES = {
+    "/root/.cache/vllm": "dgxspark-vllm-cache",
+    "/root/.cache/flashinfer": "dgxspark-flashinfer-cache",
+    "/root/.triton": "dgxspark-triton-cache",
+}
+COMPONENTS = ("ray", "vllm")
+ROLES = ("head", "worker")
+ULIMIT_NAMES = ("core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile", "nproc", "rss",
+                "rtprio", "rttime", "sigpending", "stack")
+RESTART_POLICIES = ("no", "on-failure", "always", "unless-stopped")
+_VOLUME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SIZE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
+
+
+class ContainerError(ValueError):
+    """An input that cannot make a container; the message names the input and the fix."""
+
+
+def fabric_has_rdma(env: t.Mapping[str, t.Any]) -> bool:
+    """Whether the fabric environment (rdma_facts' ``env``) has NCCL use RDMA."""
+    net = str(env.get("NCCL_NET", ""))
+    return net == "IB" or (net != "Socket" and str(env.get("NCCL_IB_DISABLE", "1")) == "0")
+
+
+def _ulimits(value: t.Sequence[str]) -> list[str]:
+    seen = set()
+    result = []
+    for item in value:
+        parts = str(item).split(":")
+        if len(parts) not in (2, 3) or parts[0] not in ULIMIT_NAMES:
+            raise ContainerError(f"ulimit {item!r} is not NAME:SOFT[:HARD] with NAME one of {', '.join(ULIMIT_NAMES)}"
+                                 " (e.g. stack:67108864:67108864)")
+        for number in parts[1:]:
+            if not re.match(r"^-?[0-9]+$", number):
+                raise ContainerError(f"ulimit {item!r}: {number!r} is not a number (-1 means unlimited)")
+        if parts[0] in seen:
+            raise ContainerError(f"ulimit {parts[0]} is given twice")
+        seen.add(parts[0])
+        result.append(str(item))
+    return result
+
+
+def _volumes(binds: t.Sequence[str], caches: t.Mapping[str, str]) -> list[str]:
+    result = []
+    targets = set()
+    for bind in binds:
+        parts = str(bind).split(":")
+        if len(parts) not in (2, 3) or not parts[1].startswith("/"):
+            raise ContainerError(f"volume {bind!r} is not SOURCE:/CONTAINER/PATH[:ro|rw]")
+        targets.add(parts[1])
+        result.append(str(bind))
+    for path, name in sorted(caches.items()):
+        if not str(path).startswith("/"):
+            raise ContainerError(f"cache volume path {path!r} is not absolute")
+        if not _VOLUME_NAME.match(str(name)):
+            raise ContainerError(f"cache volume name {name!r} for {path} is not a Docker volume name "
+                                 "(letters, digits, _ . -)")
+        if path in targets:
+            raise ContainerError(f"{path} is both a bind mount and a cache volume")
+        result.append(f"{name}:{path}")
+    return result
+
+
+def node_container(name: str, image: str, command: t.Sequence[str], *, component: str, role: str, pair: str,
+                   env: t.Mapping[str, t.Any] | None = None, volumes: t.Sequence[str] | None = None,
+                   rdma: bool | None = None, rdma_devices: str | None = None, shm_size: str | None = None,
+                   ulimits: t.Sequence[str] | None = None, capabilities: t.Sequence[str] | None = None,
+                   privileged: bool | None = None, restart_policy: str | None = None,
+                   stop_timeout: int | None = None, cache_volumes: t.Mapping[str, str] | None = None,
+                   gpus: bool | None = None) -> dict[str, t.Any]:
+    """The options of ``community.docker.docker_container`` for one engine container.
+
+    ``None`` means the Spark default. ``rdma`` None: derived from ``env`` (:func:`fabric_has_rdma`).
+    Raises :class:`ContainerError`.
+    """
+    if not name or not image:
+        raise ContainerError("the container name and the image must not be empty")
+    if component not in COMPONENTS or role not in ROLES:
+        raise ContainerError(f"component must be one of {COMPONENTS} and role one of {ROLES}")
+    if not command or any(not isinstance(a, (str, int, float)) for a in command):
+        raise ContainerError("the command must be a non-empty list of strings")
+    env_out: dict[str, str] = {}
+    for key, value in (env or {}).items():
+        if not _ENV_NAME.match(str(key)):
+            raise ContainerError(f"environment variable name {key!r} is not valid")
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        if value is None or isinstance(value, (dict, list)):
+            raise ContainerError(f"environment variable {key} must be a string or a number")
+        env_out[str(key)] = str(value)
+    with_rdma = fabric_has_rdma(env_out) if rdma is None else bool(rdma)
+    shm = DEFAULT_SHM_SIZE if shm_size in (None, "") else str(shm_size)
+    if not _SIZE.match(shm):
+        raise ContainerError(f"shm size {shm!r} is not a size such as 16g")
+    policy = DEFAULT_RESTART_POLICY if restart_policy in (None, "") else str(restart_policy)
+    if policy not in RESTART_POLICIES:
+        raise ContainerError(f"restart policy {policy!r} is not one of {', '.join(RESTART_POLICIES)}")
+    timeout = DEFAULT_STOP_TIMEOUT if stop_timeout in (None, "") else int(stop_timeout)
+    if timeout <= 0:
+        raise ContainerError(f"stop timeout {timeout} must be positive")
+    devices_path = DEFAULT_RDMA_DEVICES if rdma_devices in (None, "") else str(rdma_devices)
+    if not devices_path.startswith("/dev/"):
+        raise ContainerError(f"RDMA devices {devices_path!r} must be a path under /dev")
+    caps = [str(c).upper() for c in (capabilities or [])]
+    if with_rdma and "IPC_LOCK" not in caps:
+        caps.append("IPC_LOCK")
+    return {
+        "name": str(name),
+        "image": str(image),
+        "entrypoint": list(ENTRYPOINT),
+        "command": [str(a) for a in command],
+        "env": env_out,
+        "volumes": _volumes(volumes or [], DEFAULT_CACHE_VOLUMES if cache_volumes is None else cache_volumes),
+        "devices": [f"{devices_path}:{devices_path}:rwm"] if with_rdma else [],
+        "device_requests": [] if gpus is False else [dict(GPU_REQUEST, capabilities=[["gpu"]])],
+        "network_mode": "host",
+        "ipc_mode": "host",
+        "shm_size": shm,
+        "ulimits": _ulimits(DEFAULT_ULIMITS if ulimits is None else ulimits),
+        "capabilities": sorted(caps),
+        "privileged": bool(privileged),
+        "restart_policy": policy,
+        "stop_timeout": timeout,
+        "labels": {
+            "org.dgxspark.vllm.component": component,
+            "org.dgxspark.vllm.role": role,
+            "org.dgxspark.vllm.pair": str(pair),
+        },
+    }

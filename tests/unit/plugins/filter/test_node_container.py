@@ -1,0 +1,129 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one engine-container definition (Ray head/worker, mp rank) and the tasks that start containers from it."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.filter.node_container import FilterModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _node_container as nc
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+ROCE_ENV = {"NCCL_NET": "IB", "NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1",
+            "VLLM_HOST_IP": "192.168.100.11", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+SOCKET_ENV = {"NCCL_IB_DISABLE": "1", "VLLM_HOST_IP": "192.168.100.11", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+F = FilterModule().filters()["node_container"]
+
+
+def build(**kw):
+    kw.setdefault("component", "vllm")
+    kw.setdefault("role", "head")
+    kw.setdefault("pair", "pair1")
+    return F("dgxspark-vllm", "img:1", ["mp", "--", "vllm", "serve", "/models/m"], **kw)
+
+
+def test_every_engine_container_asks_docker_for_the_gpu_as_gpus_all():
+    c = build(env=SOCKET_ENV)
+    assert c["device_requests"] == [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
+    assert c["entrypoint"] == ["python3", "/opt/dgxspark/bin/dgxspark-launch"]
+    assert (c["network_mode"], c["ipc_mode"], c["privileged"]) == ("host", "host", False)
+
+
+def test_rdma_fabric_gets_the_verbs_devices_and_ipc_lock_socket_fabric_does_not():
+    roce = build(env=ROCE_ENV)
+    assert roce["devices"] == ["/dev/infiniband:/dev/infiniband:rwm"]
+    assert roce["capabilities"] == ["IPC_LOCK"]
+    sock = build(env=SOCKET_ENV)
+    assert sock["devices"] == [] and sock["capabilities"] == []
+    # NCCL_NET=IB alone forces IB in NCCL: the devices must come with it.
+    assert build(env={"NCCL_NET": "IB"})["devices"]
+    assert not build(env={"NCCL_NET": "Socket", "NCCL_IB_DISABLE": "0"})["devices"]
+    assert build(env=SOCKET_ENV, rdma=True)["devices"] and not build(env=ROCE_ENV, rdma=False)["devices"]
+    assert build(env=ROCE_ENV, capabilities=["sys_nice", "IPC_LOCK"])["capabilities"] == ["IPC_LOCK", "SYS_NICE"]
+
+
+def test_spark_defaults_ulimits_shm_restart_and_compile_caches():
+    c = build(env=ROCE_ENV, volumes=["/srv/models:/models:ro"])
+    assert c["ulimits"] == ["nofile:1048576:1048576", "memlock:-1:-1", "stack:67108864:67108864"]
+    assert (c["shm_size"], c["restart_policy"], c["stop_timeout"]) == ("16g", "unless-stopped", 30)
+    assert c["volumes"] == ["/srv/models:/models:ro", "dgxspark-flashinfer-cache:/root/.cache/flashinfer",
+                            "dgxspark-vllm-cache:/root/.cache/vllm", "dgxspark-triton-cache:/root/.triton"]
+    assert c["labels"] == {"org.dgxspark.vllm.component": "vllm", "org.dgxspark.vllm.role": "head",
+                           "org.dgxspark.vllm.pair": "pair1"}
+    assert build(env={}, cache_volumes={})["volumes"] == []
+    lab = build(env={}, ulimits=["nofile:20000:20000"], shm_size="2g", stop_timeout=10, restart_policy="no")
+    assert (lab["ulimits"], lab["shm_size"], lab["stop_timeout"], lab["restart_policy"]) == (
+        ["nofile:20000:20000"], "2g", 10, "no")
+
+
+def test_none_means_the_spark_default_as_the_mp_path_passes_unset_ray_cluster_settings():
+    assert build(env=ROCE_ENV, shm_size=None, ulimits=None, capabilities=None, privileged=None, restart_policy=None,
+                 stop_timeout=None, cache_volumes=None, rdma_devices=None) == build(env=ROCE_ENV)
+
+
+def test_environment_values_are_strings():
+    assert build(env={"A": 1, "B": True, "C": "x"})["env"] == {"A": "1", "B": "1", "C": "x"}
+
+
+def test_ray_cluster_defaults_are_the_definitions_defaults():
+    defaults = yaml.safe_load((ROOT / "roles" / "ray_cluster" / "defaults" / "main.yml").read_text())
+    assert defaults["ray_cluster_ulimits"] == nc.DEFAULT_ULIMITS
+    assert defaults["ray_cluster_cache_volumes"] == nc.DEFAULT_CACHE_VOLUMES
+    assert defaults["ray_cluster_shm_size"] == nc.DEFAULT_SHM_SIZE
+    assert defaults["ray_cluster_restart_policy"] == nc.DEFAULT_RESTART_POLICY
+    assert defaults["ray_cluster_stop_timeout"] == nc.DEFAULT_STOP_TIMEOUT
+    assert defaults["ray_cluster_rdma_devices"] == nc.DEFAULT_RDMA_DEVICES
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"ulimits": ["stack=67108864"]}, "not NAME:SOFT"),
+    ({"ulimits": ["nofile:1:1", "nofile:2:2"]}, "given twice"),
+    ({"ulimits": ["memlock:lots:-1"]}, "not a number"),
+    ({"volumes": ["models"]}, "SOURCE:/CONTAINER/PATH"),
+    ({"cache_volumes": {"/root/.triton": "bad name"}}, "not a Docker volume name"),
+    ({"volumes": ["/x:/root/.triton"]}, "both a bind mount and a cache volume"),
+    ({"shm_size": "lots"}, "not a size"),
+    ({"restart_policy": "sometimes"}, "restart policy"),
+    ({"role": "boss"}, "role one of"),
+    ({"env": {"BAD-NAME": "1"}}, "not valid"),
+    ({"rdma_devices": "/srv/ib"}, "under /dev"),
+])
+def test_bad_input_stops_naming_the_container_and_the_input(kw, match):
+    with pytest.raises(AnsibleFilterError, match=f"node_container \\(dgxspark-vllm\\): .*{match}"):
+        build(**kw)
+
+
+def _container_tasks(path):
+    found = []
+
+    def walk(tasks):
+        for task in tasks or []:
+            if "community.docker.docker_container" in task and task["community.docker.docker_container"].get(
+                    "state", "started") == "started":
+                found.append(task)
+            for key in ("block", "rescue", "always"):
+                walk(task.get(key))
+    walk(yaml.safe_load(path.read_text()))
+    return found
+
+
+@pytest.mark.parametrize("path,spec", [
+    ("roles/ray_cluster/tasks/present.yml", "ray_cluster_spec.container"),
+    ("roles/vllm_serve/tasks/mp.yml", "vllm_serve_mp_spec.container"),
+])
+def test_every_engine_container_task_passes_every_option_of_the_definition(path, spec):
+    """No backend's task may drop or hand-write an option: every key comes from the one definition."""
+    tasks = _container_tasks(ROOT / path)
+    assert tasks
+    keys = set(build(env=ROCE_ENV))
+    for task in tasks:
+        args = task["community.docker.docker_container"]
+        for key in keys:
+            assert key in args, f"{path}: {task['name']}: {key} missing"
+            assert f"{spec}.{key}" in str(args[key]), f"{path}: {task['name']}: {key} is not the definition's"
