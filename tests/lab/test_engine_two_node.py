@@ -75,7 +75,9 @@ def start_ray(i, ifname):
            "RAY_DEDUP_LOGS": "0",
            # lighter on a loaded 2-core machine (no dashboard modules, small object store)
            "RAY_EXTRA_ARGS": ("--include-dashboard=false " if i == 1 else "") + "--object-store-memory=100000000"}
-    docker(i, "run", "-d", "--name", HEAD if i == 1 else WORKER, "--label", LABEL, "--network", "host", "--ipc", "host",
+    # --gpus all: a Spark's containers have the GPU only when Docker is asked for it (as every reference recipe does).
+    docker(i, "run", "-d", "--name", HEAD if i == 1 else WORKER, "--label", LABEL, "--gpus", "all", "--network", "host",
+           "--ipc", "host",
            "-v", f"{MODELS}:/models:ro", *[f"--env={k}={v}" for k, v in env.items()], OLD)
 
 
@@ -242,7 +244,7 @@ def test_tp2_chat_completion_crosses_both_ranks_and_metrics_advance(cluster):
 
     # Every token is the sum of both ranks' partials: rank 0 alone (TP=1, same image, model and prompt) gives as many
     # tokens but other words, so the TP=2 answer could only come from tokens that crossed to node 2 and back.
-    docker(1, "run", "-d", "--name", TP1, "--label", LABEL, "--network", "host", "-v", f"{MODELS}:/models:ro",
+    docker(1, "run", "-d", "--name", TP1, "--label", LABEL, "--gpus", "all", "--network", "host", "-v", f"{MODELS}:/models:ro",
            "--entrypoint", "vllm", OLD, "serve", QWEN3, "--served-model-name", SERVED, "--host", fabric_ip(1),
            "--port", str(PORT_TP1), "--max-model-len", "4096")
     try:
@@ -374,7 +376,8 @@ def test_graft_of_qwen35_into_0_14_fails_inspection_with_the_real_import_error(e
     docker(1, "commit", "handtest-graft", GRAFT_IMAGE)
 
     # one stream, so that the order of the lines is kept
-    proc = docker(1, "run", "--rm", "--label", LABEL, "-v", f"{MODELS}:/models:ro", "--entrypoint", "sh", GRAFT_IMAGE,
+    proc = docker(1, "run", "--rm", "--label", LABEL, "--gpus", "all", "-v", f"{MODELS}:/models:ro", "--entrypoint", "sh",
+                  GRAFT_IMAGE,
                   "-c", 'exec "$@" 2>&1', "sh", "vllm", "serve", QWEN35, "--port", str(PORT), check=False)
     log = ANSI.sub("", proc.stdout)
     assert proc.returncode == 1, log[-6000:]
