@@ -211,8 +211,11 @@ def test_per_host_interface_names_cabled_on_different_ports(lab):
 def test_lab_up_and_down_leave_nothing_behind(tmp_path):
     """A separate one-node lab (own prefix, subnets and inventory) is created and removed; nothing labelled stays.
     Its fabric is asked for MTU 9000 (lab.py up --fabric-mtu 9000)."""
-    env = dict(os.environ, DGXSPARK_LAB_PREFIX="ltest", DGXSPARK_LAB_MGMT_SUBNET="192.168.241.0/24",
-               DGXSPARK_LAB_FABRIC_SUBNET="192.168.102.0/24", DGXSPARK_LAB_INVENTORY=str(tmp_path / "hosts.yml"))
+    # Its subnets can be moved (DGXSPARK_LAB_LTEST_*_SUBNET) when other labs on the machine use the defaults.
+    env = dict(os.environ, DGXSPARK_LAB_PREFIX="ltest",
+               DGXSPARK_LAB_MGMT_SUBNET=os.environ.get("DGXSPARK_LAB_LTEST_MGMT_SUBNET", "192.168.241.0/24"),
+               DGXSPARK_LAB_FABRIC_SUBNET=os.environ.get("DGXSPARK_LAB_LTEST_FABRIC_SUBNET", "192.168.102.0/24"),
+               DGXSPARK_LAB_INVENTORY=str(tmp_path / "hosts.yml"))
     env.pop("DGXSPARK_LAB_FABRIC2_SUBNET", None)
     main_inventory = INVENTORY.read_text()
     run([*LAB, "up", "--nodes", "1", "--no-engine-images", "--fabric-mtu", "9000"], env=env)
@@ -225,7 +228,8 @@ def test_lab_up_and_down_leave_nothing_behind(tmp_path):
         listed = run(["docker", *kind.split(), "-q", "--filter", "label=org.dgxspark.lab.prefix=ltest"]).stdout
         assert listed.strip() == "", f"docker {kind} still lists lab objects: {listed}"
     assert not (tmp_path / "hosts.yml").exists()
-    assert "192.168.102." not in run(["ip", "route"]).stdout  # its fence went with it
+    ltest_fabric = env["DGXSPARK_LAB_FABRIC_SUBNET"].rsplit(".", 1)[0] + "."
+    assert ltest_fabric not in run(["ip", "route"]).stdout  # its fence went with it
     # The session's lab is untouched: same inventory, and Ansible still reaches it with its host keys.
     assert INVENTORY.read_text() == main_inventory
     proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), "all", "-m", "ansible.builtin.ping"], env=ansible_env())
