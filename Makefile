@@ -56,11 +56,12 @@ lab-status:
 	$(PYTHON) lab/lab.py status
 
 # The field's image (lab stand-in: vLLM 0.17.1 with Qwen3.5, no Ray) on the lab, then the whole
-# deployment, then one chat completion answered by the two-node cluster.
+# deployment, then one chat completion answered by the two-node cluster, fetched from the head's
+# LAN address (lab/chat.py reads it from the inventory), as a client on the controller's network would.
 demo: venv lab-up
 	$(PYTHON) lab/lab.py load lab/vllm-qwen35:0.17
 	$(BIN)/ansible-playbook -i inventories/lab/hosts.yml playbooks/deploy_qwen35.yml
-	$(PYTHON) lab/chat.py
+	$(BIN)/python lab/chat.py
 
 unit: venv
 	$(BIN)/pytest -q tests/unit $(wildcard lab/engine/tests)

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""Ask the lab's serving endpoint one chat question and print the answer with its reasoning (make demo's last step)."""
+"""Ask the lab's serving endpoint one chat question and print the answer with its reasoning (make demo's last step).
+
+The endpoint is the first pair's head on the LAN, as a client on the controller's network reaches it: its
+ansible_host in the lab inventory (the fabric is point to point between the two nodes of a pair). DEMO_URL overrides it.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +11,32 @@ import json
 import os
 import sys
 import urllib.request
+from pathlib import Path
+
+import yaml
 
 PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
-FABRIC = os.environ.get("DGXSPARK_LAB_FABRIC_SUBNET", "192.168.100.0/24").split("/")[0].rsplit(".", 1)[0]
+REPO = Path(__file__).resolve().parents[1]
+INVENTORY = Path(os.environ.get("DGXSPARK_LAB_INVENTORY", REPO / "inventories" / "lab" /
+                                ("hosts.yml" if PREFIX == "spark" else f"hosts-{PREFIX}.yml")))
+
+
+def head_url(inventory: Path, port: int = 8000) -> str:
+    """http://<ansible_host of the first pair's head>:PORT, from the lab inventory lab/lab.py wrote."""
+    data = yaml.safe_load(inventory.read_text())
+    pairs = data["all"]["children"]["spark_pairs"]["children"]
+    for _pair, group in sorted(pairs.items()):
+        for host, hostvars in (group.get("hosts") or {}).items():
+            if (hostvars or {}).get("dgxspark_node_role") == "head":
+                return f"http://{hostvars.get('ansible_host', host)}:{port}"
+    raise SystemExit(f"chat.py: no pair with a head in {inventory}")
 
 
 def main() -> int:
-    url = os.environ.get("DEMO_URL", f"http://{FABRIC}.11:8000")
+    url = os.environ.get("DEMO_URL") or head_url(INVENTORY)
     key = os.environ.get("DEMO_API_KEY", "lab-api-key-not-a-secret")
     question = " ".join(sys.argv[1:]) or "What do two DGX Sparks need to serve a 122B model together?"
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the fabric is local: no proxy
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the lab's LAN is local: no proxy
     with opener.open(urllib.request.Request(url + "/v1/models", headers={"Authorization": f"Bearer {key}"}),
                      timeout=30) as response:
         model = json.load(response)["data"][0]["id"]

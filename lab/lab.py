@@ -3,10 +3,25 @@
 
 Each node is a container named ``<prefix>-N`` (default ``spark-N``) that runs
 its own dockerd (Docker-in-Docker without --privileged) and sshd, with python3
-and an nvidia-smi stand-in. Nodes sit on two networks: ``mgmt`` (Ansible's SSH)
-and ``fabric`` (standing in for the ConnectX-7 RoCE link, MTU 9000), where the
-fabric interface gets a Spark-like name that differs between odd and even
-nodes, as it does on real pairs. Nodes are grouped in pairs (head, worker).
+and an nvidia-smi stand-in. Nodes are grouped in pairs (head, worker), and are
+cabled as Sparks are:
+
+- ``mgmt`` is the LAN: the controller (this machine), Ansible and API clients
+  reach every node there.
+- Each pair has its own fabric, standing in for the direct QSFP cable between
+  its two Sparks: two internal bridges (one per twin netdev of the ConnectX-7
+  port), with no address on this machine's side, so only the two nodes cabled
+  to it can reach a fabric IP; the controller has no route to it. Every node
+  names the twins as NVIDIA's netplan does, the same on every node:
+  ``enp1s0f1np1`` on 192.168.100.x and ``enP2p1s0f1np1`` on 192.168.101.x.
+  Docker refuses overlapping subnets, so pair P takes the /28 at offset
+  16*(P-1) of each /24 (pair 1: .0/28, head .11, worker .12; pair 2: .16/28,
+  head .27, worker .28, ...).
+- The fabric comes up at MTU 1500, as NVIDIA's netplan leaves it, unless
+  asked for more (``up --fabric-mtu 9000`` or DGXSPARK_LAB_FABRIC_MTU).
+- ``cable N --port 0`` recables node N onto the CX7's other port (its twins
+  become ``enp1s0f0np0``/``enP2p1s0f0np0``): the two ends of the pair then
+  have different interface names, as on pairs cabled on different ports.
 
 Commands:
   images [NAME ...]   build lab images whose inputs changed (all by default)
@@ -14,6 +29,7 @@ Commands:
   down                remove every container, network, volume and image tag the lab made
                       (built images stay in a file cache keyed by their inputs, ~/.cache/dgxspark-lab)
   status              show the nodes, their addresses and whether their engines answer
+  cable N --port P    move node N's fabric link to CX7 port P (0 or 1) and rewrite the inventory
   load IMAGE...       copy images from this machine's engine into every node
   inventory           (re)write inventories/lab/hosts.yml from the running nodes
   models [--nodes N]  put the stand-in model weights on every node (or on the first N only)
@@ -47,16 +63,34 @@ LABEL = "org.dgxspark.lab"
 INPUTS_LABEL = "org.dgxspark.lab.inputs"
 
 MGMT_NET = f"{PREFIX}-lab-mgmt"
-FABRIC_NET = f"{PREFIX}-lab-fabric"
 MGMT_SUBNET = os.environ.get("DGXSPARK_LAB_MGMT_SUBNET", "192.168.240.0/24")
+# NVIDIA's cx7-netplan.yaml: the twin netdevs of the cabled port on 192.168.100.x and 192.168.101.x. The twin's
+# subnet follows the first one's (third octet + 1) unless set, so labs side by side only set the first.
 FABRIC_SUBNET = os.environ.get("DGXSPARK_LAB_FABRIC_SUBNET", "192.168.100.0/24")
-FABRIC_MTU = int(os.environ.get("DGXSPARK_LAB_FABRIC_MTU", "9000"))
-# Spark CX7 netdev names: the two twins of one port differ by PCI domain.
-FABRIC_IFNAMES = ("enp1s0f1np1", "enP2p1s0f1np1")
+
+
+def _next_subnet(subnet: str) -> str:
+    octets = subnet.split("/")[0].split(".")
+    return ".".join(octets[:2] + [str(int(octets[2]) + 1), octets[3]]) + "/" + subnet.split("/")[1]
+
+
+FABRIC2_SUBNET = os.environ.get("DGXSPARK_LAB_FABRIC2_SUBNET") or _next_subnet(FABRIC_SUBNET)
+# NVIDIA's netplan sets no MTU: the links come up at 1500. 9000 only when asked (up --fabric-mtu 9000).
+FABRIC_MTU = int(os.environ.get("DGXSPARK_LAB_FABRIC_MTU", "1500"))
 # RDMA profile (the default): every node shows a Spark's RoCE sysfs tree and /dev/infiniband verbs devices
 # (lab/images/node/lab-rdma). `up --no-rdma` or DGXSPARK_LAB_RDMA=0: no RDMA, for the socket fallback.
 RDMA = os.environ.get("DGXSPARK_LAB_RDMA", "1").strip().lower() not in ("0", "false", "no", "off")
 MAX_NODES = 6
+PAIR_BLOCK = 16  # each pair's fabric is the /28 at offset PAIR_BLOCK*(pair-1) of each fabric /24
+CABLING = STATE / f"cabling-{PREFIX}.json"
+
+
+def fabric_ifnames(port: int = 1) -> tuple[str, str]:
+    """The twin netdevs of CX7 port PORT, named as on every Spark (they differ by PCI domain)."""
+    return f"enp1s0f{port}np{port}", f"enP2p1s0f{port}np{port}"
+
+
+FABRIC_IFNAMES = fabric_ifnames(1)
 
 DEBIAN_MIRROR = os.environ.get("DGXSPARK_LAB_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 BASE_SUITE = "bookworm"
@@ -302,9 +336,99 @@ def subnet_ip(subnet: str, host: int) -> str:
     return f"{net}.{host}"
 
 
+def pair_of(i: int) -> int:
+    return (i + 1) // 2
+
+
+def fabric_host(i: int) -> int:
+    """Last octet of node i's fabric addresses: head .11 and worker .12 in its pair's /28."""
+    return PAIR_BLOCK * (pair_of(i) - 1) + 11 + (i - 1) % 2
+
+
+TOPOLOGY = STATE / f"topology-{PREFIX}"
+TOPOLOGIES = ("pair", "switch")
+
+
+def topology() -> str:
+    """pair: each pair's own point-to-point fabric (the default, as NVIDIA cables two Sparks). switch: one fabric for
+    every node, as Sparks behind a QSFP switch (what a fleet-wide transfer over the fabric needs)."""
+    try:
+        return TOPOLOGY.read_text().strip() or "pair"
+    except OSError:
+        return "pair"
+
+
+def fabric_nets(pair: int, kind: str | None = None) -> list[tuple[str, str]]:
+    """(network name, subnet) of PAIR's two fabric links (the twins): point to point between its two nodes, or, on a
+    switched fabric, shared by every node."""
+    out_ = []
+    for suffix, subnet in (("", FABRIC_SUBNET), ("2", FABRIC2_SUBNET)):
+        base = subnet.split("/")[0].rsplit(".", 1)[0]
+        if (kind or topology()) == "switch":
+            out_.append((f"{PREFIX}-lab-fabric{suffix}-sw", f"{base}.0/24"))
+        else:
+            out_.append((f"{PREFIX}-lab-fabric{suffix}-p{pair}", f"{base}.{PAIR_BLOCK * (pair - 1)}/28"))
+    return out_
+
+
+def all_fabric_subnets() -> set[str]:
+    return {subnet for kind in TOPOLOGIES for pair in range(1, MAX_NODES // 2 + 1) for _n, subnet in fabric_nets(pair, kind)}
+
+
+def wire_fabric(i: int) -> None:
+    """Node i plugged into its fabric networks (those of the lab's topology), each link named as on a Spark."""
+    name = node_name(i)
+    attached = json.loads(out(["docker", "container", "inspect", "--format", "{{json .NetworkSettings.Networks}}", name]))
+    for (net, _subnet), (_ifname, ip) in zip(fabric_nets(pair_of(i)), node_twins(i)):
+        if net not in attached:
+            run(["docker", "network", "connect", "--ip", ip, net, name], quiet=True)
+    name_links(name, node_twins(i))
+
+
+def unwire_stale(nodes: list[str], wanted: set[str]) -> None:
+    """Unplug NODES from lab fabric networks not in WANTED and remove those networks and their fences."""
+    nets = out(["docker", "network", "ls", "--filter", f"label={LABEL}.prefix={PREFIX}", "--format", "{{.Name}}"]).split()
+    stale = [n for n in nets if n.startswith(f"{PREFIX}-lab-fabric") and n not in wanted]
+    for net in stale:
+        for node in nodes:
+            run(["docker", "network", "disconnect", "-f", net, node], check=False, quiet=True)
+        run(["docker", "network", "rm", net], check=False, quiet=True)
+        log(f"network {net} removed")
+    if stale:
+        for subnet in all_fabric_subnets():
+            run(["ip", "route", "del", "unreachable", subnet], check=False, quiet=True)
+
+
+def fence_fabric(pair: int) -> None:
+    """This machine (the controller) has no route to PAIR's fabric, as on a real LAN: its packets there would
+    otherwise follow the default route off the machine. An unreachable route answers them at once instead."""
+    for _net, subnet in fabric_nets(pair):
+        proc = run(["ip", "route", "replace", "unreachable", subnet], check=False, capture=True)
+        if proc.returncode != 0:
+            die(f"cannot fence the fabric {subnet} off this machine (ip route: {proc.stderr.decode().strip()})")
+
+
+def cabling() -> dict[str, int]:
+    """Node index (as a string) -> CX7 port its fabric is cabled to, for nodes not on port 1."""
+    try:
+        return json.loads(CABLING.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def node_port(i: int) -> int:
+    return int(cabling().get(str(i), 1))
+
+
 def node_addrs(i: int) -> tuple[str, str, str]:
     """mgmt IP, fabric IP, fabric interface name of node i (1-based)."""
-    return subnet_ip(MGMT_SUBNET, 10 + i), subnet_ip(FABRIC_SUBNET, 10 + i), FABRIC_IFNAMES[(i - 1) % 2]
+    return subnet_ip(MGMT_SUBNET, 10 + i), subnet_ip(FABRIC_SUBNET, fabric_host(i)), fabric_ifnames(node_port(i))[0]
+
+
+def node_twins(i: int) -> list[tuple[str, str]]:
+    """(interface name, IP) of node i's twin fabric netdevs."""
+    names = fabric_ifnames(node_port(i))
+    return [(names[0], subnet_ip(FABRIC_SUBNET, fabric_host(i))), (names[1], subnet_ip(FABRIC2_SUBNET, fabric_host(i)))]
 
 
 def running_nodes() -> list[str]:
@@ -313,15 +437,24 @@ def running_nodes() -> list[str]:
     return sorted(names, key=lambda n: int(n.rsplit("-", 1)[1]))
 
 
-def ensure_network(name: str, subnet: str, mtu: int | None = None) -> None:
-    if run(["docker", "network", "inspect", name], check=False, quiet=True).returncode == 0:
+def ensure_network(name: str, subnet: str, mtu: int | None = None, fabric: bool = False) -> None:
+    """A bridge network. A fabric one is a cable: internal (no gateway, no NAT) and without an address on this
+    machine's side of the bridge, so nothing but the nodes plugged into it can reach its addresses."""
+    proc = run(["docker", "network", "inspect", "--format", '{{index .Options "com.docker.network.driver.mtu"}}', name],
+               check=False, capture=True)
+    if proc.returncode == 0:
+        have = proc.stdout.decode().strip()
+        if mtu and have != str(mtu):
+            die(f"network {name} exists with MTU {have or 'default'}, not {mtu}: take the lab down first")
         return
     argv = ["docker", "network", "create", "--driver", "bridge", "--subnet", subnet, "--label", f"{LABEL}=network",
             "--label", f"{LABEL}.prefix={PREFIX}"]
+    if fabric:
+        argv += ["--internal", "--opt", "com.docker.network.bridge.inhibit_ipv4=true"]
     if mtu:
         argv += ["--opt", f"com.docker.network.driver.mtu={mtu}"]
     run(argv + [name], quiet=True)
-    log(f"network {name} {subnet}" + (f" mtu {mtu}" if mtu else ""))
+    log(f"network {name} {subnet}" + (f" mtu {mtu}" if mtu else "") + (" (point to point)" if fabric else ""))
 
 
 def ssh_key() -> Path:
@@ -340,7 +473,7 @@ def dexec(node: str, *argv: str, check: bool = True, input_bytes: bytes | None =
 
 def start_node(i: int) -> None:
     name = node_name(i)
-    mgmt_ip, fabric_ip, ifname = node_addrs(i)
+    mgmt_ip, _, _ = node_addrs(i)
     if run(["docker", "container", "inspect", name], check=False, quiet=True).returncode == 0:
         state = out(["docker", "container", "inspect", "--format", "{{.State.Running}}", name])
         profile = out(["docker", "container", "inspect", "--format", f'{{{{index .Config.Labels "{LABEL}.rdma"}}}}',
@@ -368,22 +501,44 @@ def start_node(i: int) -> None:
          "--label", f"{LABEL}.rdma={'1' if RDMA else '0'}",
          "--label", f"{LABEL}=node", "--label", f"{LABEL}.prefix={PREFIX}", "--label", f"{LABEL}.index={i}",
          NODE_IMAGE], quiet=True)
-    run(["docker", "network", "connect", "--ip", fabric_ip, FABRIC_NET, name], quiet=True)
-    # Give the fabric link its Spark name (the interface that holds the fabric IP).
+    wire_fabric(i)
+    # Route outbound traffic (package mirrors) through mgmt, as a Spark's 10GbE port does.
     links = json.loads(dexec(name, "ip", "-j", "-4", "addr", "show").stdout.decode())
-    current = next((l["ifname"] for l in links for a in l.get("addr_info", []) if a.get("local") == fabric_ip), None)
-    if current is None:
-        die(f"{name}: no interface holds the fabric IP {fabric_ip}")
-    if current != ifname:
-        for argv in (["ip", "link", "set", current, "down"], ["ip", "link", "set", current, "name", ifname],
-                     ["ip", "link", "set", ifname, "up"]):
-            dexec(name, *argv)
-    # Connecting the second network can move Docker's default route onto it, and the rename (link down)
-    # deletes it: route outbound traffic (package mirrors) through mgmt, as a Spark's 10GbE port does.
     gateway = subnet_ip(MGMT_SUBNET, 1)
     mgmt_if = next((l["ifname"] for l in links for a in l.get("addr_info", []) if a.get("local") == mgmt_ip), "eth0")
     dexec(name, "ip", "route", "replace", "default", "via", gateway, "dev", mgmt_if)
-    log(f"node {name}: mgmt {mgmt_ip}, fabric {ifname} {fabric_ip}")
+    log(f"node {name}: mgmt {mgmt_ip}, fabric " + ", ".join(f"{n} {ip}" for n, ip in node_twins(i)))
+
+
+def name_links(name: str, twins: list[tuple[str, str]]) -> None:
+    """Give each fabric link its Spark name (found by the address it holds)."""
+    links = json.loads(dexec(name, "ip", "-j", "-4", "addr", "show").stdout.decode())
+    for ifname, ip in twins:
+        current = next((l["ifname"] for l in links for a in l.get("addr_info", []) if a.get("local") == ip), None)
+        if current is None:
+            die(f"{name}: no interface holds the fabric IP {ip}")
+        if current != ifname:
+            for argv in (["ip", "link", "set", current, "down"], ["ip", "link", "set", current, "name", ifname],
+                         ["ip", "link", "set", ifname, "up"]):
+                dexec(name, *argv)
+
+
+def cmd_cable(args: argparse.Namespace) -> None:
+    """Move node N's fabric link onto CX7 port P: its twins take that port's names, the inventory follows."""
+    name = node_name(args.node)
+    if name not in running_nodes():
+        die(f"{name} is not a running lab node")
+    if args.port not in (0, 1):
+        die("--port must be 0 or 1")
+    plan = cabling()
+    plan.pop(str(args.node), None)
+    if args.port != 1:
+        plan[str(args.node)] = args.port
+    STATE.mkdir(parents=True, exist_ok=True)
+    CABLING.write_text(json.dumps(plan) + "\n")
+    name_links(name, node_twins(args.node))
+    write_inventory(running_nodes())
+    log(f"{name}: fabric on port {args.port} ({', '.join(n for n, _ in node_twins(args.node))})")
 
 
 def wait_node(name: str, key: Path, timeout: float = 60.0) -> None:
@@ -429,6 +584,12 @@ def write_inventory(nodes: list[str]) -> None:
         "---",
         "# Generated by lab/lab.py from the running lab nodes; do not edit (make lab-up rewrites it).",
         "# Same group structure as inventories/example: spark_pairs -> one group per pair -> one head + workers.",
+        "# ansible_host is each node's LAN (mgmt) address: the controller and API clients reach the nodes there.",
+        "# The fabric is point to point per pair; NVIDIA's netplan names the twin netdevs of the cabled CX7 port",
+        f"# the same on every node: {FABRIC_IFNAMES[0]} (192.168.100.x) and {FABRIC_IFNAMES[1]} (192.168.101.x).",
+        "# A node cabled on the other port has other names: set them per host, e.g.",
+        "#   spark-2:",
+        "#     dgxspark_fabric_interface: enp1s0f0np0",
         "all:",
         "  vars:",
         "    ansible_user: root",
@@ -438,6 +599,7 @@ def write_inventory(nodes: list[str]) -> None:
         *([] if nodes_have_rdma(nodes) else
           ["    # The lab's no-RDMA profile (lab.py up --no-rdma): NCCL over sockets, by choice.",
            "    dgxspark_require_rdma: false"]),
+        f"    dgxspark_fabric_interface: {FABRIC_IFNAMES[0]}",
         "  children:",
         "    spark_pairs:",
         "      children:",
@@ -451,9 +613,10 @@ def write_inventory(nodes: list[str]) -> None:
                 f"            {name}:",
                 f"              ansible_host: {mgmt_ip}",
                 f"              dgxspark_node_role: {'head' if i % 2 == 1 else 'worker'}",
-                f"              dgxspark_fabric_interface: {ifname}",
                 f"              dgxspark_fabric_ip: {fabric_ip}",
             ]
+            if ifname != FABRIC_IFNAMES[0]:
+                out_lines.append(f"              dgxspark_fabric_interface: {ifname}  # cabled on another CX7 port")
     INVENTORY.parent.mkdir(parents=True, exist_ok=True)
     INVENTORY.write_text("\n".join(out_lines) + "\n")
     log(f"inventory written to {INVENTORY}")
@@ -511,14 +674,23 @@ def cmd_up(args: argparse.Namespace) -> None:
     build_images(["base", "tiny", "node"] + ([] if args.no_engine_images else
                                            [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()]))
     ensure_network(MGMT_NET, MGMT_SUBNET)
-    ensure_network(FABRIC_NET, FABRIC_SUBNET, FABRIC_MTU)
     existing = running_nodes()
     extra = [n for n in existing if int(n.rsplit("-", 1)[1]) > args.nodes]
     for name in extra:
         remove_node(name)
+    STATE.mkdir(parents=True, exist_ok=True)
+    TOPOLOGY.write_text(args.fabric_topology + "\n")
+    pairs = sorted({pair_of(i) for i in range(1, args.nodes + 1)})
+    unwire_stale([n for n in existing if n not in extra], {net for pair in pairs for net, _ in fabric_nets(pair)})
+    for pair in pairs:
+        for net, subnet in fabric_nets(pair):
+            ensure_network(net, subnet, args.fabric_mtu, fabric=True)
+        fence_fabric(pair)
     key = ssh_key()
     names = [node_name(i) for i in range(1, args.nodes + 1)]
     for i in range(1, args.nodes + 1):
+        if node_name(i) in existing and node_name(i) not in extra:
+            wire_fabric(i)  # a running node keeps its engine; its fabric follows the topology
         start_node(i)
     for name in names:
         wait_node(name, key)
@@ -562,6 +734,10 @@ def cmd_down(args: argparse.Namespace) -> None:
             log(f"removed lab image tags ({', '.join(removed)}); cached copies stay in {CACHE}")
     if INVENTORY.exists():
         INVENTORY.unlink()
+    CABLING.unlink(missing_ok=True)
+    TOPOLOGY.unlink(missing_ok=True)
+    for subnet in all_fabric_subnets():
+        run(["ip", "route", "del", "unreachable", subnet], check=False, quiet=True)
     log("lab is down")
 
 
@@ -570,18 +746,21 @@ def cmd_status(_args: argparse.Namespace) -> None:
     if not nodes:
         print("no lab nodes")
         return
-    print(f"{'node':10} {'state':8} {'mgmt':16} {'fabric':30} {'engine':14} {'images'}")
+    print(f"{'node':10} {'state':8} {'LAN (mgmt)':16} {'fabric (point to point per pair)':58} {'engine':14} {'images'}")
     for name in nodes:
         i = int(name.rsplit("-", 1)[1])
-        mgmt_ip, fabric_ip, ifname = node_addrs(i)
+        mgmt_ip, _, _ = node_addrs(i)
         state = out(["docker", "container", "inspect", "--format", "{{.State.Status}}", name], check=False)
         engine = images = "-"
+        fabric = ", ".join(f"{n} {ip}" for n, ip in node_twins(i))
         if state == "running":
             proc = dexec(name, "docker", "version", "--format", "{{.Server.Version}}", check=False)
             engine = proc.stdout.decode().strip() if proc.returncode == 0 else "no answer"
             proc = dexec(name, "docker", "images", "--format", "{{.Repository}}:{{.Tag}}", check=False)
             images = ",".join(proc.stdout.decode().split()) or "-"
-        print(f"{name:10} {state:8} {mgmt_ip:16} {ifname + ' ' + fabric_ip:30} {engine:14} {images}")
+            mtu = dexec(name, "cat", f"/sys/class/net/{node_twins(i)[0][0]}/mtu", check=False).stdout.decode().strip()
+            fabric += f" mtu {mtu or '?'}"
+        print(f"{name:10} {state:8} {mgmt_ip:16} {fabric:58} {engine:14} {images}")
 
 
 def main(argv: list[str]) -> None:
@@ -595,10 +774,19 @@ def main(argv: list[str]) -> None:
     p.add_argument("--no-engine-images", action="store_true", help="do not build the engine images")
     p.add_argument("--no-rdma", action="store_true",
                    help="no RoCE sysfs tree or verbs devices on the nodes (NCCL over sockets; DGXSPARK_LAB_RDMA=0)")
+    p.add_argument("--fabric-topology", choices=TOPOLOGIES,
+                   default=os.environ.get("DGXSPARK_LAB_FABRIC_TOPOLOGY", "pair"),
+                   help="pair: a point-to-point fabric per pair (default, as two cabled Sparks); switch: one fabric for "
+                        "every node (Sparks behind a QSFP switch). A running lab is rewired")
+    p.add_argument("--fabric-mtu", type=int, default=FABRIC_MTU, metavar="MTU",
+                   help="MTU of the fabric links (default 1500 as NVIDIA's netplan leaves them, or DGXSPARK_LAB_FABRIC_MTU)")
     p = sub.add_parser("down", help="remove the lab")
     p.add_argument("--keep-images", action="store_true",
                    help="keep the lab's image tags (tests and molecule use this between runs)")
     sub.add_parser("status", help="show the lab")
+    p = sub.add_parser("cable", help="move node N's fabric link onto CX7 port P (per-host interface names)")
+    p.add_argument("node", type=int, metavar="N")
+    p.add_argument("--port", type=int, required=True, choices=(0, 1))
     p = sub.add_parser("load", help="load images from this machine's engine into every node")
     p.add_argument("images", nargs="+")
     sub.add_parser("inventory", help="rewrite inventories/lab/hosts.yml")
@@ -617,6 +805,8 @@ def main(argv: list[str]) -> None:
         cmd_down(args)
     elif args.cmd == "status":
         cmd_status(args)
+    elif args.cmd == "cable":
+        cmd_cable(args)
     elif args.cmd == "load":
         load_images(args.images, running_nodes())
     elif args.cmd == "inventory":

@@ -542,11 +542,48 @@ def build_env(interface: str, ip: str, transport: str, hcas: str = "", gid_index
     return env, warnings
 
 
+# --------------------------------------------------------------------------- MTU and the LAN
+
+# NVIDIA's cx7-netplan.yaml sets no MTU, so a Spark's fabric comes up at 1500: it works, only slower than at 9000.
+RECOMMENDED_MTU = 9000
+
+
+def mtu_advice(interface: str, mtu: int | None) -> str | None:
+    """A warning for a fabric interface below RECOMMENDED_MTU, saying how to raise it; None at or above it."""
+    if mtu is None or mtu >= RECOMMENDED_MTU:
+        return None
+    return (f"fabric interface {interface} has MTU {mtu} (NVIDIA's netplan sets none): the pair works, but RoCE and"
+            f" NCCL move more per frame at {RECOMMENDED_MTU}. Add `mtu: {RECOMMENDED_MTU}` to {interface} and its twin"
+            " in /etc/netplan/40-cx7.yaml on both nodes of the pair and run `sudo netplan apply`")
+
+
+def lan_address(netdevs: t.Mapping[str, t.Mapping[str, t.Any]], ssh_connection: str | None = None,
+                exclude: t.Sequence[str] = (), hint: str | None = None) -> tuple[str | None, str | None]:
+    """(interface, IPv4) of this node on the controller's network (the LAN), or (None, None).
+
+    In order: ``hint`` (the inventory's ``ansible_host``) when an interface of this node holds it (a DNS name never
+    does); the address the controller's SSH connection arrived on (``SSH_CONNECTION``: client address, client port,
+    server address, server port; sudo drops it) when an interface holds it; otherwise the first address of the
+    interface with the default route. Interfaces in ``exclude`` (the fabric) never qualify: the fabric is point to
+    point, so no client on the LAN could use them.
+    """
+    fields = (ssh_connection or "").split()
+    for address in ([hint] if hint else []) + ([fields[2]] if len(fields) == 4 else []):
+        for name, dev in netdevs.items():
+            if name not in exclude and address in _ipv4_list(dev):
+                return name, address
+    for name, dev in sorted(netdevs.items()):
+        if dev.get("default_route") and name not in exclude and _ipv4_list(dev):
+            return name, _ipv4_list(dev)[0]
+    return None, None
+
+
 # --------------------------------------------------------------------------- all together
 
 def analyse(root: str = "/", ip_json: str = "[]", interface: str | None = None, fabric_cidr: str | None = None,
             require_rdma: bool = False, mtu: int | None = None, debug: bool = False,
-            extra_env: t.Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
+            extra_env: t.Mapping[str, t.Any] | None = None, ssh_connection: str | None = None,
+            lan_hint: str | None = None) -> dict[str, t.Any]:
     """Discover the fabric below ``root`` and return the facts of ``dgxspark.vllm.rdma_facts``.
 
     Raises :class:`FabricError` with a message naming what is wrong.
@@ -589,6 +626,9 @@ def analyse(root: str = "/", ip_json: str = "[]", interface: str | None = None, 
     if mtu is not None and (fabric_mtu is None or fabric_mtu < mtu):
         raise FabricError(f"fabric interface {fabric_interface} has MTU {fabric_mtu}, lower than the expected {mtu}"
                           " (option mtu); set the MTU (e.g. 9000 in /etc/netplan/40-cx7.yaml) on every node of the pair")
+    advice = mtu_advice(fabric_interface, fabric_mtu)
+    if advice:
+        warnings.append(advice)
 
     hcas = nccl_ib_hca(usable) if usable else ""
     gid_index = None
@@ -607,6 +647,8 @@ def analyse(root: str = "/", ip_json: str = "[]", interface: str | None = None, 
 
     env, env_warnings = build_env(fabric_interface, fabric_ip, transport, hcas, gid_index, debug, extra_env)
     warnings.extend(env_warnings)
+    twins = [name for name, dev in netdevs.items() if dev.get("rdma_device") and dev["rdma_device"] in rdma_devices]
+    lan_interface, lan_ip = lan_address(netdevs, ssh_connection, exclude=[fabric_interface, *twins], hint=lan_hint)
     return {
         "rdma_devices": rdma_devices,
         "netdevs": netdevs,
@@ -616,5 +658,7 @@ def analyse(root: str = "/", ip_json: str = "[]", interface: str | None = None, 
         "fabric_hcas": hcas.split(",") if hcas else [],
         "transport": transport,
         "env": env,
+        "lan_interface": lan_interface,
+        "lan_ip": lan_ip,
         "warnings": warnings,
     }

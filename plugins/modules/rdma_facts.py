@@ -66,7 +66,15 @@ options:
       - The MTU the fabric interface must have at least, for example V(9000).
       - The module fails when the chosen interface's MTU is lower, since the peers' C(ping -M do) checks and RoCE throughput
         depend on it. When not set, the MTU is only reported in RV(fabric_mtu).
+      - Either way, an MTU below 9000 (NVIDIA's netplan sets none, so links come up at 1500) is a warning that says how
+        to set 9000; the pair still works.
     type: int
+  lan_hint:
+    description:
+      - An address the controller reaches this node at, normally the inventory's C(ansible_host). When an interface of
+        this node (other than the fabric) holds it, it is RV(lan_ip); a DNS name or an address behind NAT is ignored.
+    type: str
+    version_added: 0.1.0
   debug:
     description:
       - Add the debugging variables C(NCCL_DEBUG=INFO), C(NCCL_DEBUG_SUBSYS=INIT,NET) (shows C(NET/IB) versus
@@ -186,6 +194,21 @@ transport:
   returned: always
   type: str
   sample: roce
+lan_ip:
+  description:
+    - This node's IPv4 address on the controller's network (the LAN), where API clients reach it; the fabric is point
+      to point between the nodes of a pair, so no client outside the pair reaches a fabric address.
+    - O(lan_hint) when an interface of this node holds it; else the address the controller's SSH connection arrived
+      on (C(SSH_CONNECTION), which C(sudo) drops) when an interface holds it; else the first address of the interface
+      with the default route; V(null) when none is found. Fabric interfaces never qualify.
+  returned: always
+  type: str
+  sample: 10.0.0.10
+lan_interface:
+  description: The interface that holds RV(lan_ip), or V(null).
+  returned: always
+  type: str
+  sample: enP7s7
 env:
   description: The environment of this node's Ray and vLLM processes (all values are strings), O(extra_env) merged last.
   returned: always
@@ -215,7 +238,7 @@ ansible_facts:
     dgxspark_fabric:
       description:
         - The same keys as the top-level return values (RV(rdma_devices), RV(netdevs), RV(fabric_interface), RV(fabric_ip),
-          RV(fabric_mtu), RV(fabric_hcas), RV(transport), RV(env)), plus C(warnings), the list of warnings the module
+          RV(fabric_mtu), RV(fabric_hcas), RV(transport), RV(env), RV(lan_ip), RV(lan_interface)), plus C(warnings), the list of warnings the module
           issued (they also appear as the task's standard C(warnings)).
       returned: always
       type: dict
@@ -226,6 +249,7 @@ ansible_facts:
         warnings: []
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -255,6 +279,8 @@ def run_module(module: AnsibleModule) -> dict:
             mtu=params["mtu"],
             debug=params["debug"],
             extra_env=params["extra_env"],
+            ssh_connection=os.environ.get("SSH_CONNECTION"),
+            lan_hint=params["lan_hint"],
         )
     except FabricError as exc:
         module.fail_json(msg=f"rdma_facts: {exc}")
@@ -272,6 +298,7 @@ def main() -> None:
             mtu=dict(type="int"),
             debug=dict(type="bool", default=False),
             extra_env=dict(type="dict", default={}),
+            lan_hint=dict(type="str"),
         ),
         supports_check_mode=True,
     )

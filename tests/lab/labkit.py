@@ -20,11 +20,17 @@ LAB = [sys.executable, str(REPO / "lab" / "lab.py")]
 BIN = Path(sys.executable).parent
 
 # Several labs can run side by side (each with its own prefix, subnets and inventory file), e.g.
-#   DGXSPARK_LAB_PREFIX=hyb DGXSPARK_LAB_MGMT_SUBNET=192.168.243.0/24 DGXSPARK_LAB_FABRIC_SUBNET=192.168.103.0/24
+#   DGXSPARK_LAB_PREFIX=hyb DGXSPARK_LAB_MGMT_SUBNET=192.168.243.0/24 DGXSPARK_LAB_FABRIC_SUBNET=192.168.110.0/24
+# (the twin's subnet, DGXSPARK_LAB_FABRIC2_SUBNET, follows: 192.168.111.0/24).
 # Tests must take node names and addresses from these constants or the `lab` fixture, never literals.
+# In step with lab/lab.py: the mgmt network is the LAN; each pair's fabric is point to point, the /28 at offset
+# 16*(pair-1) of each fabric /24, head .11 and worker .12 within it.
 PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
 MGMT_NET = os.environ.get("DGXSPARK_LAB_MGMT_SUBNET", "192.168.240.0/24").split("/")[0].rsplit(".", 1)[0]
-FABRIC_NET = os.environ.get("DGXSPARK_LAB_FABRIC_SUBNET", "192.168.100.0/24").split("/")[0].rsplit(".", 1)[0]
+_FABRIC_SUBNET = os.environ.get("DGXSPARK_LAB_FABRIC_SUBNET", "192.168.100.0/24")
+FABRIC_NET = _FABRIC_SUBNET.split("/")[0].rsplit(".", 1)[0]
+FABRIC2_NET = (os.environ.get("DGXSPARK_LAB_FABRIC2_SUBNET") or "").split("/")[0].rsplit(".", 1)[0] or \
+    ".".join(FABRIC_NET.split(".")[:2] + [str(int(FABRIC_NET.split(".")[2]) + 1)])
 # The inventory file sits in inventories/lab/ so that inventories/lab/group_vars applies to it.
 INVENTORY = Path(os.environ.get("DGXSPARK_LAB_INVENTORY",
                                 REPO / "inventories" / "lab" / ("hosts.yml" if PREFIX == "spark" else f"hosts-{PREFIX}.yml")))
@@ -41,12 +47,28 @@ def mgmt_ip(i):
     return f"{MGMT_NET}.{10 + i}"
 
 
+def fabric_host(i):
+    return 16 * ((i - 1) // 2) + 11 + (i - 1) % 2
+
+
 def fabric_ip(i):
-    return f"{FABRIC_NET}.{10 + i}"
+    """Node i's address on the first twin (enp1s0f1np1, 192.168.100.x), reachable only from its pair's other node."""
+    return f"{FABRIC_NET}.{fabric_host(i)}"
 
 
-def fabric_if(i):
-    return FABRIC_IFNAMES[(i - 1) % 2]
+def fabric2_ip(i):
+    """Node i's address on the second twin (enP2p1s0f1np1, 192.168.101.x)."""
+    return f"{FABRIC2_NET}.{fabric_host(i)}"
+
+
+def fabric_if(_i=None):
+    """Node i's fabric interface: the same name on every node, as NVIDIA's netplan makes it."""
+    return FABRIC_IFNAMES[0]
+
+
+def api_url(i=1):
+    """The API of the pair whose head is node i, on the LAN: what the controller and clients use."""
+    return f"http://{mgmt_ip(i)}:8000"
 
 
 def pytest_collection_modifyitems(items):

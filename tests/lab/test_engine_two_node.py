@@ -3,8 +3,9 @@
 What an operator does on a pair of Sparks with the field's `vllm-node` image: a Ray head container on node 1 and a worker
 container on node 2 (the image's own run-cluster-node.sh, `--network host --ipc host`, the fabric interface and address of
 each node in NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / VLLM_HOST_IP), then `docker exec` of `vllm serve ... -tp 2
---distributed-executor-backend ray` in the head container. Then the field's failure modes: the worker's container stopped,
-the head's interface name copied to the worker, the Qwen3.5 files of 0.17 grafted into 0.14, transformers 5 in 0.14.
+--distributed-executor-backend ray` in the head container, its API on node 1's LAN address (the fabric is point to point:
+only node 2 reaches it). Then the field's failure modes: the worker's container stopped, the head's interface name
+copied to a worker cabled on the other CX7 port, the Qwen3.5 files of 0.17 grafted into 0.14, transformers 5 in 0.14.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, ansible_env, fabric_if, fabric_ip, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, ansible_env, fabric_if, fabric_ip, mgmt_ip, node, node_exec, run
 
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
 LABEL = "org.dgxspark.test=engine-two-node"  # every container this file starts carries it (cleanup by label)
@@ -42,7 +43,7 @@ PROBE = ("import json, ray\nray.init(address='auto', logging_level='ERROR', log_
          "print(json.dumps({'alive': sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']),"
          " 'gpus': ray.cluster_resources().get('GPU', 0)}))\n")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the fabric is never behind a proxy
+HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the lab's LAN is never behind a proxy
 
 
 def docker(i, *argv, check=True, input_text=None):
@@ -119,7 +120,7 @@ def start_serve():
     docker(1, "exec", HEAD, "rm", "-f", "/tmp/serve.log", "/tmp/serve.pid", "/tmp/serve.rc")
     docker(1, "exec", "-d", HEAD, "sh", "-c", SERVE_SH, "sh",
            "vllm", "serve", QWEN3, "--served-model-name", SERVED, "--tensor-parallel-size", "2",
-           "--distributed-executor-backend", "ray", "--host", fabric_ip(1), "--port", str(PORT), "--max-model-len", "4096")
+           "--distributed-executor-backend", "ray", "--host", mgmt_ip(1), "--port", str(PORT), "--max-model-len", "4096")
 
 
 def serve_log():
@@ -133,8 +134,8 @@ def serve_rc():
 
 
 def http(method, path, body=None, port=PORT, timeout=60):
-    """(status, body) of a request to node 1's fabric address; connection errors are raised."""
-    req = urllib.request.Request(f"http://{fabric_ip(1)}:{port}{path}", method=method,
+    """(status, body) of a request to node 1's LAN address; connection errors are raised."""
+    req = urllib.request.Request(f"http://{mgmt_ip(1)}:{port}{path}", method=method,
                                  data=None if body is None else json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     try:
@@ -245,7 +246,7 @@ def test_tp2_chat_completion_crosses_both_ranks_and_metrics_advance(cluster):
     # Every token is the sum of both ranks' partials: rank 0 alone (TP=1, same image, model and prompt) gives as many
     # tokens but other words, so the TP=2 answer could only come from tokens that crossed to node 2 and back.
     docker(1, "run", "-d", "--name", TP1, "--label", LABEL, "--gpus", "all", "--network", "host", "-v", f"{MODELS}:/models:ro",
-           "--entrypoint", "vllm", OLD, "serve", QWEN3, "--served-model-name", SERVED, "--host", fabric_ip(1),
+           "--entrypoint", "vllm", OLD, "serve", QWEN3, "--served-model-name", SERVED, "--host", mgmt_ip(1),
            "--port", str(PORT_TP1), "--max-model-len", "4096")
     try:
         wait_ready(PORT_TP1, lambda: docker(1, "inspect", "-f", "{{.State.Running}}", TP1).stdout.strip() == "true",
@@ -298,9 +299,11 @@ def test_stopping_the_worker_fails_the_next_request_and_the_server_exits(cluster
 
 
 def test_wrong_nccl_interface_on_the_worker_hangs_at_rendezvous_without_an_error(engine_lab):
-    # The field's mistake: the head's interface name copied into the worker's environment; node 2 has no such interface.
+    # The field's mistake: node 2 is cabled on the CX7's other port (enp1s0f0np0), and the head's interface name is
+    # copied into the worker's environment; node 2 has no such interface.
+    run([*LAB, "cable", "2", "--port", "0"])
     worker_ifs = node_exec(node(2), "ls", "/sys/class/net").stdout.split()
-    assert fabric_if(2) in worker_ifs and not [n for n in worker_ifs if n.startswith(fabric_if(1))]
+    assert "enp1s0f0np0" in worker_ifs and not [n for n in worker_ifs if n.startswith(fabric_if(1))]
     try:
         bring_up(fabric_if(1))  # Ray itself does not care: both nodes join
         start_serve()
@@ -317,7 +320,7 @@ def test_wrong_nccl_interface_on_the_worker_hangs_at_rendezvous_without_an_error
         end = time.monotonic() + 30
         while time.monotonic() < end:
             with pytest.raises(OSError):
-                socket.create_connection((fabric_ip(1), PORT), timeout=3).close()
+                socket.create_connection((mgmt_ip(1), PORT), timeout=3).close()
             assert serve_rc() is None
             time.sleep(1)
         assert serve_log() == log
@@ -327,6 +330,7 @@ def test_wrong_nccl_interface_on_the_worker_hangs_at_rendezvous_without_an_error
             assert later not in log, later
     finally:
         remove_cluster()
+        run([*LAB, "cable", "2", "--port", "1"])
 
 
 def registry_patch(args):

@@ -1,12 +1,16 @@
-"""The lab itself: real engines, SSH, two networks, Spark-like fabric, and the preflight against it."""
+"""The lab itself: real engines, SSH, a LAN and a point-to-point fabric as a Spark pair has, and the preflight against it."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import socket
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, run
+from labkit import (BIN, FABRIC_IFNAMES, INVENTORY, LAB, REPO, ansible_env, fabric2_ip, fabric_if, fabric_ip, mgmt_ip,
+                    node, node_exec, run)
 
 
 # The preflight stage of deploy_qwen35.yml, alone (the whole deployment is tested in test_lab_deploy.py).
@@ -27,9 +31,10 @@ def test_inventory_has_the_example_structure(lab):
     assert lab["spark_pairs"]["children"] == ["pair1"]
     assert lab["pair1"]["hosts"] == [node(1), node(2)]
     assert meta[node(1)]["dgxspark_node_role"] == "head" and meta[node(2)]["dgxspark_node_role"] == "worker"
-    # Interface names differ between the two nodes, as on real pairs.
+    # NVIDIA's netplan: the same interface name on both nodes, the LAN address as ansible_host.
     assert meta[node(1)]["dgxspark_fabric_interface"] == "enp1s0f1np1"
-    assert meta[node(2)]["dgxspark_fabric_interface"] == "enP2p1s0f1np1"
+    assert meta[node(2)]["dgxspark_fabric_interface"] == "enp1s0f1np1"
+    assert meta[node(1)]["ansible_host"] == mgmt_ip(1) and meta[node(2)]["ansible_host"] == mgmt_ip(2)
 
 
 @pytest.mark.parametrize("index", [1, 2])
@@ -40,13 +45,37 @@ def test_each_node_runs_its_own_engine_with_host_networking(lab, index):
     fabric = lab["_meta"]["hostvars"][name]
     proc = node_exec(name, "docker", "run", "--rm", "--network", "host", "dgxspark-lab/tiny:latest",
                      "ip", "-o", "-4", "addr", "show", fabric["dgxspark_fabric_interface"])
-    assert f"inet {fabric['dgxspark_fabric_ip']}/24" in proc.stdout
+    assert f"inet {fabric['dgxspark_fabric_ip']}/28" in proc.stdout
 
 
-def test_fabric_carries_mtu_9000_unfragmented(lab):
-    proc = node_exec(node(1), "ping", "-c", "1", "-W", "2", "-M", "do", "-s", "8972", fabric_ip(2))
+@pytest.mark.parametrize("index", [1, 2])
+def test_every_node_has_the_twin_netdevs_of_nvidia_netplan(lab, index):
+    """cx7-netplan.yaml: enp1s0f1np1 on 192.168.100.x and its twin enP2p1s0f1np1 on 192.168.101.x, on every node."""
+    for ifname, address in zip(FABRIC_IFNAMES, (fabric_ip(index), fabric2_ip(index))):
+        assert f"inet {address}/28" in node_exec(node(index), "ip", "-o", "-4", "addr", "show", ifname).stdout
+
+
+def test_fabric_is_point_to_point_controller_has_no_route(lab):
+    """The fabric is a QSFP cable between the two Sparks: they reach each other on both twins, the controller (this
+    machine, on the LAN) reaches neither, while it does reach the nodes' LAN addresses."""
+    for address in (fabric_ip(2), fabric2_ip(2)):
+        assert " 0% packet loss" in node_exec(node(1), "ping", "-c", "1", "-W", "2", address).stdout
+    for address in (fabric_ip(1), fabric_ip(2), fabric2_ip(1), fabric2_ip(2)):
+        route = run(["ip", "route", "get", address], check=False)
+        assert route.returncode != 0 and "No route to host" in route.stderr, route.stdout + route.stderr
+        with pytest.raises(OSError) as refused, contextlib.closing(socket.socket()) as sock:
+            sock.settimeout(3)
+            sock.connect((address, 22))
+        assert refused.value.errno == errno.EHOSTUNREACH, refused.value
+    with contextlib.closing(socket.create_connection((mgmt_ip(1), 22), timeout=5)) as sock:
+        assert sock.recv(64).startswith(b"SSH-")
+
+
+def test_fabric_comes_up_at_nvidia_netplan_mtu_1500(lab):
+    """NVIDIA's netplan sets no MTU: 1500 bytes pass with DF set, one more does not."""
+    proc = node_exec(node(1), "ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", fabric_ip(2))
     assert " 0% packet loss" in proc.stdout
-    too_big = node_exec(node(1), "ping", "-c", "1", "-W", "2", "-M", "do", "-s", "9001", fabric_ip(2), check=False)
+    too_big = node_exec(node(1), "ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1473", fabric_ip(2), check=False)
     assert too_big.returncode != 0
 
 
@@ -72,8 +101,8 @@ def test_deploy_preflight_prints_every_node(lab):
         line = next(line for line in proc.stdout.splitlines() if f"{node(index)} (pair1" in line)
         assert "GPU NVIDIA GB10 x1" in line
     flat = " ".join(proc.stdout.split())
-    assert f"fabric enp1s0f1np1 {fabric_ip(1)} MTU 9000" in flat
-    assert f"fabric enP2p1s0f1np1 {fabric_ip(2)} MTU 9000" in flat
+    assert f"fabric enp1s0f1np1 {fabric_ip(1)} MTU 1500" in flat
+    assert f"fabric enp1s0f1np1 {fabric_ip(2)} MTU 1500" in flat
     assert "Docker 20.10" in flat
     assert "changed=0" in proc.stdout and "failed=0" in proc.stdout
 
@@ -106,24 +135,101 @@ def test_preflight_names_the_node_with_a_wrong_fabric_ip(lab, tmp_path):
                 PREFLIGHT], check=False, env=ansible_env())
     assert proc.returncode != 0
     flat = " ".join(proc.stdout.split())
-    assert (f"{node(2)}: the fabric interface enP2p1s0f1np1 has {fabric_ip(2)}, but the inventory says "
+    assert (f"{node(2)}: the fabric interface enp1s0f1np1 has {fabric_ip(2)}, but the inventory says "
             f"dgxspark_fabric_ip={fabric_ip(89)}") in flat
     assert f"{node(1)}: the fabric interface" not in flat
 
 
+@contextlib.contextmanager
+def fabric_mtu(mtus):
+    """Inside the block, node i's fabric link has MTU mtus[i] (as netplan would set it on that node alone); the lab's
+    cable (the bridge) stays at 1500."""
+    try:
+        for index, mtu in mtus.items():
+            node_exec(node(index), "ip", "link", "set", "dev", fabric_if(index), "mtu", str(mtu))
+        yield
+    finally:
+        for index in mtus:
+            node_exec(node(index), "ip", "link", "set", "dev", fabric_if(index), "mtu", "1500")
+
+
+def test_nvidia_netplan_mtu_1500_warns_how_to_set_9000(lab):
+    proc = preflight()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    flat = " ".join((proc.stdout + proc.stderr).split())
+    for index in (1, 2):
+        assert (f"fabric interface {fabric_if(index)} has MTU 1500 (NVIDIA's netplan sets none)") in flat, flat[-3000:]
+    assert "mtu: 9000" in flat and "on both nodes of the pair" in flat
+
+
+def test_mtu_mismatch_stops_pair_naming_both_nodes(lab):
+    with fabric_mtu({2: 9000}):
+        proc = preflight()
+    assert proc.returncode != 0
+    flat = " ".join(proc.stdout.split())
+    for index in (1, 2):
+        assert (f"{node(index)}: the two ends of pair1's fabric have different MTUs: {node(1)} {fabric_if(1)} 1500, "
+                f"{node(2)} {fabric_if(2)} 9000") in flat, flat[-3000:]
+    assert proc.stdout.count("failed=1") == 2, proc.stdout[-3000:]
+    assert "TASK [dgxspark.vllm.preflight : Read the engine, GPUs" not in proc.stdout
+
+
+def test_df_pings_failing_at_the_configured_mtu_stop_the_pair_naming_both_nodes(lab):
+    """Both nodes say 9000, the path between them carries 1500: the pings with DF set at 9000 get no answer."""
+    with fabric_mtu({1: 9000, 2: 9000}):
+        proc = preflight()
+    assert proc.returncode != 0
+    flat = " ".join(proc.stdout.split())
+    assert (f"{node(1)}: no answer over the fabric ({fabric_if(1)}, MTU 9000, DF set) from {fabric_ip(2)} ({node(2)}"
+            in flat), flat[-3000:]
+    assert (f"{node(2)}: no answer over the fabric ({fabric_if(2)}, MTU 9000, DF set) from {fabric_ip(1)} ({node(1)}"
+            in flat), flat[-3000:]
+
+
+def test_per_host_interface_names_cabled_on_different_ports(lab):
+    """Node 2 cabled on the CX7's other port: its twins are enp1s0f0np0/enP2p1s0f0np0, and the inventory names them
+    per host (dgxspark_fabric_interface); the preflight finds each node's own interface."""
+    run([*LAB, "cable", "2", "--port", "0"])
+    try:
+        hosts = json.loads(run([str(BIN / "ansible-inventory"), "-i", str(INVENTORY), "--list"],
+                               env=ansible_env()).stdout)["_meta"]["hostvars"]
+        assert hosts[node(1)]["dgxspark_fabric_interface"] == "enp1s0f1np1"
+        assert hosts[node(2)]["dgxspark_fabric_interface"] == "enp1s0f0np0"
+        assert f"inet {fabric_ip(2)}/28" in node_exec(node(2), "ip", "-o", "-4", "addr", "show", "enp1s0f0np0").stdout
+        assert f"inet {fabric2_ip(2)}/28" in node_exec(node(2), "ip", "-o", "-4", "addr", "show",
+                                                        "enP2p1s0f0np0").stdout
+        proc = preflight()
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        flat = " ".join(proc.stdout.split())
+        assert f"fabric enp1s0f1np1 {fabric_ip(1)} MTU 1500" in flat
+        assert f"fabric enp1s0f0np0 {fabric_ip(2)} MTU 1500" in flat
+    finally:
+        run([*LAB, "cable", "2", "--port", "1"])
+    assert "enp1s0f1np1" in node_exec(node(2), "ls", "/sys/class/net").stdout.split()
+
+
 def test_lab_up_and_down_leave_nothing_behind(tmp_path):
-    """A separate one-node lab (own prefix, subnets and inventory) is created and removed; nothing labelled stays."""
-    env = dict(os.environ, DGXSPARK_LAB_PREFIX="ltest", DGXSPARK_LAB_MGMT_SUBNET="192.168.241.0/24",
-               DGXSPARK_LAB_FABRIC_SUBNET="192.168.101.0/24", DGXSPARK_LAB_INVENTORY=str(tmp_path / "hosts.yml"))
+    """A separate one-node lab (own prefix, subnets and inventory) is created and removed; nothing labelled stays.
+    Its fabric is asked for MTU 9000 (lab.py up --fabric-mtu 9000)."""
+    # Its subnets can be moved (DGXSPARK_LAB_LTEST_*_SUBNET) when other labs on the machine use the defaults.
+    env = dict(os.environ, DGXSPARK_LAB_PREFIX="ltest",
+               DGXSPARK_LAB_MGMT_SUBNET=os.environ.get("DGXSPARK_LAB_LTEST_MGMT_SUBNET", "192.168.241.0/24"),
+               DGXSPARK_LAB_FABRIC_SUBNET=os.environ.get("DGXSPARK_LAB_LTEST_FABRIC_SUBNET", "192.168.102.0/24"),
+               DGXSPARK_LAB_INVENTORY=str(tmp_path / "hosts.yml"))
+    env.pop("DGXSPARK_LAB_FABRIC2_SUBNET", None)
     main_inventory = INVENTORY.read_text()
-    run([*LAB, "up", "--nodes", "1", "--no-engine-images"], env=env)
+    run([*LAB, "up", "--nodes", "1", "--no-engine-images", "--fabric-mtu", "9000"], env=env)
     assert "ltest-1" in (tmp_path / "hosts.yml").read_text()
     assert node_exec("ltest-1", "docker", "info", "--format", "{{.Name}}").stdout.strip() == "ltest-1"
+    for ifname in FABRIC_IFNAMES:
+        assert node_exec("ltest-1", "cat", f"/sys/class/net/{ifname}/mtu").stdout.strip() == "9000"
     run([*LAB, "down", "--keep-images"], env=env)  # the image tags are shared with the session lab
     for kind in ("ps -a", "network ls", "volume ls"):
         listed = run(["docker", *kind.split(), "-q", "--filter", "label=org.dgxspark.lab.prefix=ltest"]).stdout
         assert listed.strip() == "", f"docker {kind} still lists lab objects: {listed}"
     assert not (tmp_path / "hosts.yml").exists()
+    ltest_fabric = env["DGXSPARK_LAB_FABRIC_SUBNET"].rsplit(".", 1)[0] + "."
+    assert ltest_fabric not in run(["ip", "route"]).stdout  # its fence went with it
     # The session's lab is untouched: same inventory, and Ansible still reaches it with its host keys.
     assert INVENTORY.read_text() == main_inventory
     proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), "all", "-m", "ansible.builtin.ping"], env=ansible_env())

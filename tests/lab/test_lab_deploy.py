@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import urllib.request
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, api_url, fabric_if, node, node_exec, run
 
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 KEY = "lab-api-key-not-a-secret"
@@ -42,11 +44,32 @@ def deployed(lab):
 def test_deploy_from_zero_serves_a_chat_completion(deployed):
     assert deployed.returncode == 0, deployed.stdout[-5000:]
     flat = " ".join(deployed.stdout.split())
-    assert (f"pair1: serving qwen3.5-122b-a10b-fp8 at http://{fabric_ip(1)}:8000/v1, TP 2 over {node(1)} + {node(2)}, "
+    assert (f"pair1: serving qwen3.5-122b-a10b-fp8 at {api_url(1)}/v1, TP 2 over {node(1)} + {node(2)}, "
             "2 GPU(s), ready in") in flat
-    chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))],
-               env=dict(os.environ, DEMO_URL=f"http://{fabric_ip(1)}:8000", DEMO_API_KEY=KEY))
+    # make demo's last step: lab/chat.py finds the head's LAN address in the inventory.
+    chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))], env=dict(os.environ, DEMO_API_KEY=KEY))
+    assert f"POST {api_url(1)}/v1/chat/completions" in chat.stdout
     assert "assistant: " in chat.stdout and "reasoning: " in chat.stdout and "usage:" in chat.stdout
+
+
+def test_api_answers_on_the_lan_from_the_controller(deployed, lab):
+    """What a new user does after a deploy: from the controller, GET http://<head's ansible_host>:8000/v1/models with
+    the API key. The fabric is point to point, so only an API on the LAN answers."""
+    assert deployed.returncode == 0, deployed.stdout[-5000:]
+    head = lab["_meta"]["hostvars"][node(1)]["ansible_host"]
+    request = urllib.request.Request(f"http://{head}:8000/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as response:
+        models = json.load(response)
+    assert [m["id"] for m in models["data"]] == ["qwen3.5-122b-a10b-fp8"]
+    assert f"at http://{head}:8000/v1," in " ".join(deployed.stdout.split())  # the summary prints that endpoint
+
+
+def test_nvidia_netplan_mtu_1500_warns_and_serves(deployed):
+    """The lab's fabric is at 1500 as NVIDIA's netplan leaves it: the deploy serves, with a warning on how to set 9000."""
+    assert deployed.returncode == 0, deployed.stdout[-5000:]
+    flat = " ".join((deployed.stdout + deployed.stderr).split())
+    assert f"fabric interface {fabric_if(1)} has MTU 1500 (NVIDIA's netplan sets none)" in flat
+    assert "mtu: 9000" in flat
 
 
 def test_api_key_never_in_inspect_ps_or_ansible_output(deployed):
@@ -57,7 +80,7 @@ def test_api_key_never_in_inspect_ps_or_ansible_output(deployed):
         assert KEY not in node_exec(node(index), "ps", "auxww").stdout
     # ... but the server does require it.
     assert run(["curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code}",
-                f"http://{fabric_ip(1)}:8000/v1/models"]).stdout == "401"
+                f"{api_url(1)}/v1/models"]).stdout == "401"
 
 
 def test_second_deploy_changes_and_restarts_nothing(deployed):
@@ -73,14 +96,13 @@ def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     first = deploy("-e", "vllm_serve_backend=mp")
     assert first.returncode == 0, first.stdout[-5000:]
     flat = " ".join(first.stdout.split())
-    assert f"pair1: serving qwen3.5-122b-a10b-fp8 at http://{fabric_ip(1)}:8000/v1, TP 2 over {node(1)} + {node(2)}" in flat
+    assert f"pair1: serving qwen3.5-122b-a10b-fp8 at {api_url(1)}/v1, TP 2 over {node(1)} + {node(2)}" in flat
     for index in (1, 2):
         names = node_exec(node(index), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
         assert "dgxspark-vllm" in names and not any(name.startswith("dgxspark-ray") for name in names), names
     worker_cmd = node_exec(node(2), "docker", "inspect", "-f", "{{json .Config.Cmd}}", "dgxspark-vllm").stdout
     assert '"--headless"' in worker_cmd and '"--node-rank","1"' in worker_cmd.replace(", ", ","), worker_cmd
-    chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))],
-               env=dict(os.environ, DEMO_URL=f"http://{fabric_ip(1)}:8000", DEMO_API_KEY=KEY))
+    chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))], env=dict(os.environ, DEMO_API_KEY=KEY))
     assert "assistant: " in chat.stdout
     before = node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout
     second = deploy("-e", "vllm_serve_backend=mp")

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, api_url, fabric_ip, node, node_exec, run
 
 NODES = 4
 BASE = "lab/vllm-node:0.14"
@@ -49,7 +49,7 @@ def containers(i):
 
 def completion(pair, timeout=10.0):
     body = json.dumps({"model": SERVED, "prompt": "canary", "max_tokens": 1, "temperature": 0}).encode()
-    req = urllib.request.Request(f"http://{fabric_ip(HEADS[pair])}:8000/v1/completions", data=body,
+    req = urllib.request.Request(f"{api_url(HEADS[pair])}/v1/completions", data=body,
                                  headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -166,7 +166,7 @@ def test_fleet_deploy_serves_every_pair(fleet):
     assert fleet.returncode == 0, flat(fleet)[-5000:]
     text = flat(fleet)
     for pair, head in HEADS.items():
-        assert f"{pair}: serving {SERVED} at http://{fabric_ip(head)}:8000/v1, TP 2 over {node(head)} + {node(head + 1)}" in text
+        assert f"{pair}: serving {SERVED} at {api_url(head)}/v1, TP 2 over {node(head)} + {node(head + 1)}" in text
         assert completion(pair)
 
 

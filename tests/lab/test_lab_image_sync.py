@@ -2,7 +2,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Lab tests of node_trust, the image_sync module and the image_sync role (issue 6, items 1-3 and 6).
 
-Needs four lab nodes (two pairs): the fixture starts the extra ones. Small images are built on
+Needs four lab nodes (two pairs) on one switched fabric (Sparks behind a QSFP switch: a fleet-wide transfer over the
+fabric needs every node to reach every other; the point-to-point cable of a pair does not): the fixture starts the extra
+nodes and rewires the fabric, and puts the session's lab back afterwards. Small images are built on
 this machine from dgxspark-lab/tiny with a random layer, loaded into node 1 only, and moved by
 the collection over the lab's fabric network.
 """
@@ -107,10 +109,9 @@ def transfer_ssh(i, host, *command, stdin=""):
 
 @pytest.fixture(scope="module")
 def lab4(lab):
-    """Four lab nodes (two pairs) and three images built here: v1, v2 (same name, other content) and fan."""
-    grew = len(lab["_meta"]["hostvars"]) < NODES
-    if grew:
-        run([*LAB, "up", "--nodes", str(NODES), "--no-engine-images"])
+    """Four lab nodes (two pairs) on a switched fabric and three images built here: v1, v2 (same name, other content)
+    and fan."""
+    run([*LAB, "up", "--nodes", str(NODES), "--no-engine-images", "--fabric-topology", "switch"])
     ids = {"v1": build(f"{IMAGE}:v1", 40), "v2": build(f"{IMAGE}:v2", 90), "fan": build(f"{IMAGE}:fan", 60)}
     for i in range(1, NODES + 1):
         drop_image(i, NAME, *(f"{IMAGE}:{k}" for k in ids), *ids.values())
@@ -119,8 +120,8 @@ def lab4(lab):
         drop_image(i, NAME, *(f"{IMAGE}:{k}" for k in ids), *ids.values())
         node_exec(node(i), "tc", "qdisc", "del", "dev", fabric_if(i), "root", check=False)
     run(["docker", "image", "rm", *(f"{IMAGE}:{k}" for k in ids)], check=False)
-    if grew:  # back to the session's lab, so later tests run on the pair they were written for
-        run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"])), "--no-engine-images"])
+    # back to the session's lab (point-to-point pairs), so later tests run on the pair they were written for
+    run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"])), "--no-engine-images"])
 
 
 @pytest.fixture(scope="module")

@@ -218,7 +218,8 @@ def test_override_wins_and_keeps_both_twins(tmp_path):
 def test_override_to_a_non_roce_interface_warns(tmp_path):
     facts = run(tmp_path, trees.spark_layout(), interface="enP7s7")
     assert (facts["fabric_interface"], facts["fabric_ip"], facts["transport"]) == ("enP7s7", "10.0.0.10", "roce")
-    assert len(facts["warnings"]) == 1
+    assert len(facts["warnings"]) == 2  # and the management port's MTU 1500 is one
+    assert facts["warnings"][1].startswith("fabric interface enP7s7 has MTU 1500")
     assert "enP7s7 (option interface) is not the netdev of a usable RoCE HCA" in facts["warnings"][0]
     assert_consistent(facts)
 
@@ -453,3 +454,58 @@ def test_build_env_socket_has_no_ib_settings():
     assert warnings == []
     assert env["NCCL_IB_DISABLE"] == "1"
     assert not {"NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_NET", "MASTER_ADDR"} & set(env)
+
+
+# --------------------------------------------------------------------------- MTU advice and the LAN address
+
+def test_nvidia_netplan_mtu_1500_is_a_warning_that_says_how_to_set_9000(tmp_path):
+    facts = run(tmp_path, trees.spark_layout(cx7_mtu=1500))
+    assert facts["fabric_mtu"] == 1500
+    assert facts["warnings"] == [
+        "fabric interface enp1s0f1np1 has MTU 1500 (NVIDIA's netplan sets none): the pair works, but RoCE and NCCL move"
+        " more per frame at 9000. Add `mtu: 9000` to enp1s0f1np1 and its twin in /etc/netplan/40-cx7.yaml on both"
+        " nodes of the pair and run `sudo netplan apply`"]
+
+
+@pytest.mark.parametrize("mtu", [9000, 9216, None])
+def test_mtu_advice_only_below_9000(mtu):
+    assert fabric.mtu_advice("enp1s0f1np1", mtu) is None
+
+
+def test_lan_address_is_where_the_ssh_connection_arrived(tmp_path):
+    facts = run(tmp_path, trees.spark_layout(), ssh_connection="10.0.0.2 51234 192.168.1.10 22")
+    assert (facts["lan_interface"], facts["lan_ip"]) == ("wlP9s9", "192.168.1.10")
+
+
+@pytest.mark.parametrize("ssh_connection", [None, "", "10.0.0.2 51234 203.0.113.7 22", "garbage"])
+def test_lan_address_falls_back_to_the_default_route(tmp_path, ssh_connection):
+    """No SSH (become, a local connection) or an address no interface holds (NAT): the default route's interface."""
+    facts = run(tmp_path, trees.spark_layout(), ssh_connection=ssh_connection)
+    assert (facts["lan_interface"], facts["lan_ip"]) == ("enP7s7", "10.0.0.10")
+
+
+def test_lan_address_is_never_the_fabric(tmp_path):
+    """A controller cabled to the fabric (SSH over the fabric address) still gets the LAN address: the fabric is point
+    to point, so clients elsewhere on the LAN could not use it."""
+    facts = run(tmp_path, trees.spark_layout(), ssh_connection="192.168.100.20 51234 192.168.100.10 22")
+    assert (facts["lan_interface"], facts["lan_ip"]) == ("enP7s7", "10.0.0.10")
+
+
+def test_lab_lan_address(tmp_path):
+    facts = run(tmp_path, trees.lab_layout(), ssh_connection="172.20.0.1 40000 172.20.0.11 22")
+    assert (facts["lan_interface"], facts["lan_ip"]) == ("eth0", "172.20.0.11")
+
+
+def test_lan_address_unknown():
+    assert fabric.lan_address({"lo": {"ipv4": [{"address": "127.0.0.1"}], "default_route": False}}) == (None, None)
+
+
+def test_lan_address_prefers_ansible_host_when_the_node_holds_it(tmp_path):
+    facts = run(tmp_path, trees.spark_layout(), lan_hint="192.168.1.10", ssh_connection="10.0.0.2 1 10.0.0.10 22")
+    assert (facts["lan_interface"], facts["lan_ip"]) == ("wlP9s9", "192.168.1.10")
+
+
+@pytest.mark.parametrize("hint", ["spark-a1.example.internal", "203.0.113.7", "192.168.100.10"])
+def test_lan_address_ignores_a_dns_name_a_nat_address_and_the_fabric(tmp_path, hint):
+    facts = run(tmp_path, trees.spark_layout(), lan_hint=hint)
+    assert (facts["lan_interface"], facts["lan_ip"]) == ("enP7s7", "10.0.0.10")

@@ -16,8 +16,8 @@ from ansible_collections.dgxspark.vllm.plugins.modules import rdma_facts
 from ansible_collections.dgxspark.vllm.tests.unit.plugins.module_utils import fabric_trees as trees
 
 IP = "/usr/sbin/ip"
-FACT_KEYS = ["env", "fabric_hcas", "fabric_interface", "fabric_ip", "fabric_mtu", "netdevs", "rdma_devices", "transport",
-             "warnings"]
+FACT_KEYS = ["env", "fabric_hcas", "fabric_interface", "fabric_ip", "fabric_mtu", "lan_interface", "lan_ip", "netdevs",
+             "rdma_devices", "transport", "warnings"]
 
 
 def run_main(capsys, tmp_path, layout, args=None, ip_result=None):
