@@ -226,27 +226,16 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def build_wheel(flavour: str, out: Path) -> Path:
-    import tempfile
-
-    version = FLAVOURS[flavour]["version"]
+def _write_wheel(out: Path, wheel_name: str, distinfo: str, files: list[tuple[str, bytes]],
+                 top_level: str) -> Path:
+    """Add WHEEL, top_level.txt and RECORD to FILES and write them as OUT/WHEEL_NAME (reproducibly)."""
     out.mkdir(parents=True, exist_ok=True)
-    wheel_path = out / f"vllm-{version}-py3-none-any.whl"
-    distinfo = f"vllm-{version}.dist-info"
-    with tempfile.TemporaryDirectory() as tmp:
-        pkg = assemble_tree(flavour, Path(tmp))
-        files: list[tuple[str, bytes]] = []
-        for path in sorted(pkg.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                files.append((path.relative_to(Path(tmp)).as_posix(), path.read_bytes()))
-    files.append((f"{distinfo}/METADATA", _metadata(flavour).encode()))
+    wheel_path = out / wheel_name
+    files = list(files)
     files.append((f"{distinfo}/WHEEL", (
         "Wheel-Version: 1.0\nGenerator: dgxspark-lab build_wheel.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     ).encode()))
-    files.append((f"{distinfo}/entry_points.txt", (
-        "[console_scripts]\nvllm = vllm.entrypoints.cli.main:main\n"
-    ).encode()))
-    files.append((f"{distinfo}/top_level.txt", b"vllm\n"))
+    files.append((f"{distinfo}/top_level.txt", f"{top_level}\n".encode()))
     record = [_record_line(n, d) for n, d in files] + [f"{distinfo}/RECORD,,"]
     files.append((f"{distinfo}/RECORD", ("\n".join(record) + "\n").encode()))
     buf = io.BytesIO()
@@ -262,11 +251,53 @@ def build_wheel(flavour: str, out: Path) -> Path:
     return wheel_path
 
 
+def build_wheel(flavour: str, out: Path) -> Path:
+    import tempfile
+
+    version = FLAVOURS[flavour]["version"]
+    distinfo = f"vllm-{version}.dist-info"
+    with tempfile.TemporaryDirectory() as tmp:
+        pkg = assemble_tree(flavour, Path(tmp))
+        files: list[tuple[str, bytes]] = []
+        for path in sorted(pkg.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files.append((path.relative_to(Path(tmp)).as_posix(), path.read_bytes()))
+    files.append((f"{distinfo}/METADATA", _metadata(flavour).encode()))
+    files.append((f"{distinfo}/entry_points.txt", (
+        "[console_scripts]\nvllm = vllm.entrypoints.cli.main:main\n"
+    ).encode()))
+    return _write_wheel(out, f"vllm-{version}-py3-none-any.whl", distinfo, files, "vllm")
+
+
+NCCL_DIST = "nvidia-nccl-cu13"
+
+
+def build_nccl_wheel(flavour: str, out: Path) -> Path:
+    """The pip NCCL the flavour's torch brings (``nvidia-nccl-cu13`` at the flavour's NCCL version).
+
+    Real images carry NCCL as ``nvidia/nccl/lib/libnccl.so.2`` from this distribution; the stand-in ships the same
+    names with no code: the library file is a placeholder, ``nccl.h`` carries only the version defines, and the
+    engine's NCCL log lines read their version from this distribution's metadata. So the image facts
+    (dgxspark.vllm.vllm_image_info) and the engine's log agree, as they do on a real image."""
+    version = FLAVOURS[flavour]["nccl"]
+    major, minor, patch = version.split(".")
+    distinfo = f"nvidia_nccl_cu13-{version}.dist-info"
+    files = [
+        ("nvidia/nccl/lib/libnccl.so.2", f"lab stand-in for libnccl {version}: no code\n".encode()),
+        ("nvidia/nccl/include/nccl.h", (f"#define NCCL_MAJOR {major}\n#define NCCL_MINOR {minor}\n"
+                                        f"#define NCCL_PATCH {patch}\n").encode()),
+        (f"{distinfo}/METADATA", (f"Metadata-Version: 2.1\nName: {NCCL_DIST}\nVersion: {version}\n"
+                                  "Summary: NVIDIA Collective Communication Library (NCCL) Runtime (lab stand-in)\n"
+                                  "Requires-Python: >=3\n").encode()),
+    ]
+    return _write_wheel(out, f"nvidia_nccl_cu13-{version}-py3-none-any.whl", distinfo, files, "nvidia")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--flavour", required=True, choices=sorted(FLAVOURS))
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--out", type=Path, help="directory for the .whl")
+    group.add_argument("--out", type=Path, help="directory for the .whl files (vLLM and its pip NCCL)")
     group.add_argument("--tree", type=Path, help="directory for the package tree only")
     group.add_argument("--list-dropped", action="store_true", help="print the real pins left out")
     group.add_argument("--requirements", action="store_true",
@@ -281,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         print(assemble_tree(args.flavour, args.tree))
     else:
         print(build_wheel(args.flavour, args.out))
+        print(build_nccl_wheel(args.flavour, args.out))
     return 0
 
 

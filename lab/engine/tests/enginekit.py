@@ -146,17 +146,4 @@ def procs():
         p.stop(signal.SIGKILL)
 
 
-def has_python_module(python: str, module: str) -> bool:
-    return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
-
-
-def which_python_with(module: str) -> str | None:
-    candidates = [os.environ.get("LAB_ENGINE_RAY_PYTHON"), sys.executable, "/tmp/engine-venv/bin/python"]
-    for c in candidates:
-        if c and Path(c).exists() and has_python_module(c, module):
-            return c
-    return None
-
-
-__all__ = ["Proc", "flavour_env", "free_port", "http", "run_vllm", "shutil", "vllm_cmd", "wait_ready",
-           "which_python_with"]
+__all__ = ["Proc", "flavour_env", "free_port", "http", "run_vllm", "shutil", "vllm_cmd", "wait_ready"]

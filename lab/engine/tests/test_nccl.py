@@ -123,3 +123,26 @@ def test_nccl_net_ib_without_verbs_devices_fails_in_nccl_words(nccl, tmp_path, m
     comm = nccl.NcclComm(0, 1, f"tcp://127.0.0.1:{free_port()}")
     assert comm.transport == "Socket"
     comm.shutdown()
+
+
+@pytest.mark.parametrize("version,graphs,cross,hangs", [
+    ("2.28.9", True, True, True),       # vLLM issue 52504: CUDA graphs across nodes deadlock
+    ("2.29.2", True, True, True),
+    ("2.28.9", False, True, False),     # eager mode (--enforce-eager) is the workaround
+    ("2.28.9", True, False, False),     # ranks on one node
+    ("2.30.4", True, True, False),      # the fix
+    ("2.27.5", True, True, False),
+])
+def test_graph_deadlock_of_nccl_2_28_9_across_nodes(nccl, version, graphs, cross, hangs):
+    assert nccl.graph_deadlock(version, graphs, cross) is hangs
+
+
+def test_nccl_version_is_the_installed_pip_nccl(nccl, monkeypatch, tmp_path):
+    monkeypatch.delenv("VLLM_LAB_NCCL_VERSION", raising=False)
+    assert nccl.nccl_version() == "2.28.9"  # no pip NCCL on the path: the flavour's
+    site = tmp_path / "site"
+    (site / "nvidia_nccl_cu13-2.30.4.dist-info").mkdir(parents=True)
+    (site / "nvidia_nccl_cu13-2.30.4.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: nvidia-nccl-cu13\nVersion: 2.30.4\n")
+    monkeypatch.syspath_prepend(str(site))
+    assert nccl.nccl_version() == "2.30.4"

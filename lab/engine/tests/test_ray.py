@@ -1,7 +1,10 @@
 """Ray backend on a local single-node Ray cluster with 2 (pretend) GPUs.
 
-Needs a Python with ``ray`` installed: the current interpreter, ``$LAB_ENGINE_RAY_PYTHON``,
-or ``/tmp/engine-venv/bin/python``; skipped otherwise.
+Ray comes from where the lab has it: the lab engine image ``lab/vllm-node:0.14`` (Ray 2.54.1), built or restored
+from the image cache by ``lab/lab.py images vllm-node-0.14`` when this module starts. Ray and the engine run in one
+container of that image on the host network (``docker exec``), the flavour tree and the models mounted at their own
+paths, so the test talks to the server on loopback as before. The container is removed at the end, and with it every
+Ray process it started.
 """
 
 from __future__ import annotations
@@ -9,78 +12,100 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
+import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
-from enginekit import Proc, flavour_env, free_port, http, vllm_cmd, wait_ready, which_python_with
+from enginekit import ENGINE, Proc, flavour_env, free_port, http, wait_ready
 
-RAY_PY = which_python_with("ray")
-pytestmark = pytest.mark.skipif(RAY_PY is None, reason="ray is not importable by any known interpreter")
+pytestmark = pytest.mark.lab  # needs Docker and a lab engine image (built here when missing)
+
+IMAGE = "lab/vllm-node:0.14"
+PYTHON = "/opt/venv/bin/python"
+LAB_PY = ENGINE.parent / "lab.py"
+PASSED_ENV = ("PYTHONPATH", "PYTHONUNBUFFERED", "VLLM_", "NCCL_", "RAY_")
+
+
+def _run(argv, timeout=900):
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(map(str, argv))}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+    return proc
+
+
+def env_flags(env):
+    """`docker exec` flags that pass the engine's part of ENV into the container."""
+    return [f"--env={k}={v}" for k, v in sorted(env.items()) if k.startswith(PASSED_ENV)]
+
+
+class InImage(Proc):
+    """A process in CONTAINER, started through ``docker exec`` with the image's Python.
+
+    Its pid inside the container is kept in a file, so that stop() signals the engine itself (``docker exec`` does
+    not forward signals) and then waits for the exec to end with it."""
+
+    def __init__(self, container: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.container = container
+        self.pidfile = f"/run/{log.stem}-{uuid.uuid4().hex[:6]}.pid"
+        super().__init__(["docker", "exec", "-i", *env_flags(env), container, "sh", "-c", 'echo $$ > "$0" && exec "$@"',
+                          self.pidfile, *argv], dict(os.environ), log)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+        if self.p.poll() is None:
+            subprocess.run(["docker", "exec", self.container, "sh", "-c",
+                            f'kill -{signal.Signals(sig).name[3:]} "$(cat {self.pidfile})"'],
+                           capture_output=True, check=False)
+            try:
+                self.p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+        return super().stop(sig)
+
+
+def vllm_in_image(container, *args):
+    return container, [PYTHON, "-m", "vllm.entrypoints.cli.main", *args]
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(trees):
-    tmp = Path(tempfile.mkdtemp(prefix="engray", dir="/tmp"))
+def engine_container(trees, models, tmp_path_factory):
+    """A container of the lab engine image with the 0.17 tree and the models mounted; removed at the end."""
+    _run([str(ENGINE.parent / "docker-engine.sh")])
+    _run([sys.executable, str(LAB_PY), "images", "vllm-node-0.14"], timeout=1800)
+    # The trees and models live under pytest's base directory; paths the engine's environment names (VLLM_LAB_*)
+    # are mounted too, at the same place.
+    paths = {str(tmp_path_factory.getbasetemp())}
+    paths |= {v for k, v in flavour_env(trees["0.17"]).items()
+              if k.startswith("VLLM_") and os.path.isabs(v) and os.path.exists(v)}
+    name = f"engray-{uuid.uuid4().hex[:8]}"
+    _run(["docker", "run", "-d", "--rm", "--name", name, "--network", "host", "--ipc", "host", "--shm-size", "1g",
+          *[f"--volume={p}:{p}:ro" for p in sorted(paths)], "--entrypoint", "sleep", IMAGE, "infinity"])
+    try:
+        yield name
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(engine_container, trees):
     port = free_port()
     env = flavour_env(trees["0.17"], NCCL_SOCKET_IFNAME="lo", NCCL_DEBUG="INFO", RAY_USAGE_STATS_ENABLED="0",
                       RAY_DEDUP_LOGS="0")
-    ray_bin = str(Path(RAY_PY).parent / "ray")
-    # A session of its own: every process `ray start` spawns shares its process group, so the teardown
-    # stops this cluster only. (`ray stop` would kill every Ray process on the machine, including the
-    # raylets inside lab nodes, which the host's PID namespace sees.)
-    starter = subprocess.run([ray_bin, "start", "--head", "--port", str(port), "--num-gpus", "2", "--num-cpus", "2",
-                              "--node-ip-address", "127.0.0.1", "--include-dashboard", "false",
-                              "--object-store-memory", "100000000", "--temp-dir", str(tmp), "--disable-usage-stats"],
-                             env=env, check=False, capture_output=True, timeout=180, start_new_session=True)
-    group = _group_of_session(tmp)
-    assert starter.returncode == 0, starter.stderr.decode(errors="replace")[-2000:]
+    # Ray's workers get the environment of `ray start`: the 0.17 tree on their PYTHONPATH too.
+    _run(["docker", "exec", *env_flags(env), engine_container, "/opt/venv/bin/ray", "start", "--head", "--port", str(port),
+          "--num-gpus", "2", "--num-cpus", "2", "--node-ip-address", "127.0.0.1", "--include-dashboard", "false",
+          "--object-store-memory", "100000000", "--disable-usage-stats"], timeout=180)
     env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
-    yield env
-    _stop_group(group)
-    shutil.rmtree(tmp, ignore_errors=True)
+    return env
 
 
-def _group_of_session(temp_dir):
-    """Process group of the Ray processes whose command line names temp_dir (our cluster's)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if str(temp_dir).encode() in fh.read():
-                    return os.getpgid(int(pid))
-        except OSError:
-            continue
-    return None
-
-
-def _stop_group(group):
-    if group is None:
-        return
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(group, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(group, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.2)
-
-
-def test_tp2_over_ray(ray_cluster, models, tmp_path, procs):
+def test_tp2_over_ray(engine_container, ray_cluster, models, tmp_path, procs):
     port = free_port()
-    head = Proc(vllm_cmd("serve", str(models["qwen35"]), "--served-model-name", "qwen", "-tp", "2",
-                         "--distributed-executor-backend", "ray", "--port", str(port), "--reasoning-parser",
-                         "qwen3", python=RAY_PY), ray_cluster, tmp_path / "ray.log")
+    head = InImage(*vllm_in_image(engine_container, "serve", str(models["qwen35"]), "--served-model-name", "qwen",
+                                  "-tp", "2", "--distributed-executor-backend", "ray", "--port", str(port),
+                                  "--reasoning-parser", "qwen3"), ray_cluster, tmp_path / "ray.log")
     procs.append(head)
     base = f"http://127.0.0.1:{port}"
     wait_ready(base, head, deadline_s=120)
@@ -100,10 +125,11 @@ def test_tp2_over_ray(ray_cluster, models, tmp_path, procs):
     assert head.stop() is not None
 
 
-def test_not_enough_gpus_waits_on_placement_group(ray_cluster, models, tmp_path, procs):
+def test_not_enough_gpus_waits_on_placement_group(engine_container, ray_cluster, models, tmp_path, procs):
     port = free_port()
-    head = Proc(vllm_cmd("serve", str(models["qwen35"]), "-tp", "3", "--distributed-executor-backend", "ray",
-                         "--port", str(port), python=RAY_PY), ray_cluster, tmp_path / "pg.log")
+    head = InImage(*vllm_in_image(engine_container, "serve", str(models["qwen35"]), "-tp", "3",
+                                  "--distributed-executor-backend", "ray", "--port", str(port)),
+                   ray_cluster, tmp_path / "pg.log")
     procs.append(head)
     deadline = time.monotonic() + 60
     while "Waiting for creating a placement group of specs for" not in head.output():

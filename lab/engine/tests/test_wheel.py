@@ -88,3 +88,18 @@ def test_pip_install_and_pip_check_conflict(wheels, tmp_path):
     check = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
     assert not any(line.startswith("vllm 0.14.1 has requirement transformers") for line in check.stdout.splitlines())
     assert "vllm 0.14.1 requires ray, which is not installed." in check.stdout.splitlines()
+
+
+@pytest.mark.parametrize("flavour,version", [("0.14", "2.27.5"), ("0.17", "2.28.9")])
+def test_pip_nccl_wheel_carries_the_flavours_nccl_where_images_have_it(tmp_path, flavour, version):
+    whl = build_wheel.build_nccl_wheel(flavour, tmp_path)
+    assert whl.name == f"nvidia_nccl_cu13-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(whl) as zf:
+        names = set(zf.namelist())
+        assert {"nvidia/nccl/lib/libnccl.so.2", "nvidia/nccl/include/nccl.h"} <= names
+        meta = zf.read(f"nvidia_nccl_cu13-{version}.dist-info/METADATA").decode().splitlines()
+        assert "Name: nvidia-nccl-cu13" in meta and f"Version: {version}" in meta
+        major, minor, patch = version.split(".")
+        assert f"#define NCCL_MINOR {minor}" in zf.read("nvidia/nccl/include/nccl.h").decode()
+        assert f"#define NCCL_MAJOR {major}\n" in zf.read("nvidia/nccl/include/nccl.h").decode()
+        assert f"#define NCCL_PATCH {patch}\n" in zf.read("nvidia/nccl/include/nccl.h").decode()

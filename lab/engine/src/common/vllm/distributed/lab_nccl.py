@@ -40,9 +40,33 @@ SYS_CLASS_INFINIBAND = Path("/sys/class/infiniband")
 
 
 def nccl_version() -> str:
-    from vllm._version import __lab_nccl_version__
+    """The NCCL this engine runs with: the pip NCCL installed beside it (as torch loads it), else the flavour's."""
+    if os.environ.get("VLLM_LAB_NCCL_VERSION"):
+        return os.environ["VLLM_LAB_NCCL_VERSION"]
+    from importlib import metadata
 
-    return os.environ.get("VLLM_LAB_NCCL_VERSION", __lab_nccl_version__)
+    try:
+        return metadata.version("nvidia-nccl-cu13")
+    except metadata.PackageNotFoundError:
+        from vllm._version import __lab_nccl_version__
+
+        return __lab_nccl_version__
+
+
+# NCCL from 2.28.9 until the fix in 2.30.4 deadlocks when CUDA graphs replay collectives across nodes: the
+# engine starts, answers /health, and hangs within the first requests (vLLM issue 52504). Eager mode avoids it.
+GRAPH_DEADLOCK_NCCL = ((2, 28, 9), (2, 30, 4))
+GRAPH_DEADLOCK_AFTER_STEPS = 2  # readiness probes of one token pass; a real request hangs
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("+")[0].split(".") if part.isdigit())
+
+
+def graph_deadlock(version: str, cuda_graphs: bool, cross_node: bool) -> bool:
+    """Whether this NCCL, with CUDA graphs on and ranks on different nodes, deadlocks (vLLM issue 52504)."""
+    low, fixed = GRAPH_DEADLOCK_NCCL
+    return cuda_graphs and cross_node and low <= _version_tuple(version) < fixed
 
 
 # ----------------------------------------------------------------------------- interfaces
@@ -251,8 +275,11 @@ def _store_get(addr: tuple[str, int], key: str) -> object:
 class NcclComm:
     """A tensor-parallel communicator: rank 0 is the root of a star over TCP."""
 
-    def __init__(self, rank: int, world_size: int, init_method: str) -> None:
+    def __init__(self, rank: int, world_size: int, init_method: str, cuda_graphs: bool = False) -> None:
         self.rank = rank
+        self.cuda_graphs = cuda_graphs
+        self.deadlock = False
+        self.steps = 0
         self.world_size = world_size
         self.log = NcclLog(rank)
         self.peers: dict[int, tuple[socket.socket, _Reader]] = {}
@@ -317,6 +344,7 @@ class NcclComm:
             for peer in sorted(self.peers):
                 conn, _ = self.peers[peer]
                 _send(conn, {"op": "init_done"})
+            cross_node = any(conn.getpeername()[0] != ip for conn, _ in self.peers.values())
         else:
             root_ip, root_port = _store_get((store_host, store_port), "nccl_unique_id")
             conn = _connect_retrying((root_ip, int(root_port)), source_ip=ip)
@@ -326,6 +354,8 @@ class NcclComm:
             if msg is None or msg.get("op") != "init_done":
                 raise RuntimeError(self._remote_error())
             self.root = (conn, reader)
+            cross_node = root_ip != ip
+        self.deadlock = graph_deadlock(nccl_version(), self.cuda_graphs, cross_node)
         via = "NET/IB/0/GDRDMA" if self.transport == "IB" else "NET/Socket/0"
         nxt, prv = (self.rank + 1) % self.world_size, (self.rank - 1) % self.world_size
         for ch in range(2):
@@ -375,6 +405,9 @@ class NcclComm:
                 if msg.get("op") == "shutdown":
                     return "shutdown"
                 if msg.get("op") == "step":
+                    self.steps += 1
+                    if self.deadlock and self.steps > GRAPH_DEADLOCK_AFTER_STEPS:
+                        _hang_forever()  # a replayed graph's collective that never completes; NCCL says nothing
                     _send(conn, {"p": partial_fn(int(msg["x"]))})
         except OSError:
             pass

@@ -19,7 +19,7 @@ class Executor:
     def worker_spec(self) -> dict:
         mc = self.model_config
         return {"architecture": mc.architecture, "model_dir": str(mc.model_dir.resolve()),
-                "world_size": self.parallel_config.world_size}
+                "world_size": self.parallel_config.world_size, "cuda_graphs": not mc.enforce_eager}
 
     def execute_model(self, step_input: int) -> int:
         raise NotImplementedError

@@ -34,7 +34,8 @@ class Worker:
         if self.world_size > 1:
             from vllm.distributed.lab_nccl import NcclComm
 
-            self.comm = NcclComm(self.rank, self.world_size, self.distributed_init_method)
+            self.comm = NcclComm(self.rank, self.world_size, self.distributed_init_method,
+                                 cuda_graphs=bool(self.spec.get("cuda_graphs", True)))
 
     def load_model(self) -> None:
         from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
