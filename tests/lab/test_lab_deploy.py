@@ -37,8 +37,9 @@ def deployed(lab):
     run([*LAB, "models"])
     first = deploy("-v")
     yield first
-    run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "tests" / "lab" / "playbooks" / "serve.yml"),
-         "-e", "vllm_serve_state=absent"], check=False, env=ansible_env())
+    for backend in ("ray", "mp"):  # the last test leaves the mp ranks: take both backends' containers away
+        run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "tests" / "lab" / "playbooks" / "serve.yml"),
+             "-e", "vllm_serve_state=absent", "-e", f"vllm_serve_backend={backend}"], check=False, env=ansible_env())
 
 
 def test_deploy_from_zero_serves_a_chat_completion(deployed):
@@ -83,6 +84,26 @@ def test_api_key_never_in_inspect_ps_or_ansible_output(deployed):
                 f"{api_url(1)}/v1/models"]).stdout == "401"
 
 
+def engine_config(i, name):
+    return json.loads(node_exec(node(i), "docker", "inspect", "-f", "{{json .HostConfig}}", name).stdout)
+
+
+def test_engine_containers_ask_for_the_gpu_and_get_rdma_devices_and_compile_caches(deployed):
+    """As on a Spark: the GPU through Docker's nvidia driver, the verbs devices with IPC_LOCK (the lab's RDMA
+    profile), a 64 MiB stack, and the compile caches in named volumes that outlive the container."""
+    for i, name in ((1, "dgxspark-ray-head"), (2, "dgxspark-ray-worker")):
+        config = engine_config(i, name)
+        assert [(r["Driver"], r["Count"], r["Capabilities"]) for r in config["DeviceRequests"]] == [
+            ("nvidia", -1, [["gpu"]])]
+        assert [d["PathOnHost"] for d in config["Devices"]] == ["/dev/infiniband"]
+        assert "IPC_LOCK" in config["CapAdd"]
+        assert {u["Name"]: u["Hard"] for u in config["Ulimits"]}["stack"] == 67108864
+        assert {"dgxspark-vllm-cache:/root/.cache/vllm", "dgxspark-flashinfer-cache:/root/.cache/flashinfer",
+                "dgxspark-triton-cache:/root/.triton"} <= {b.removesuffix(":rw") for b in config["Binds"]}
+        assert node_exec(node(i), "docker", "exec", name, "nvidia-smi", "-L").stdout.startswith("GPU 0: NVIDIA GB10")
+        assert "this container sees 1 GPU(s)" in node_exec(node(i), "docker", "logs", name).stdout
+
+
 def test_second_deploy_changes_and_restarts_nothing(deployed):
     before = head_container()
     second = deploy()
@@ -100,6 +121,11 @@ def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     for index in (1, 2):
         names = node_exec(node(index), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
         assert "dgxspark-vllm" in names and not any(name.startswith("dgxspark-ray") for name in names), names
+    for index in (1, 2):
+        # The mp ranks come from the same definition: the GPU, and the verbs devices NCCL_NET=IB needs.
+        config = engine_config(index, "dgxspark-vllm")
+        assert [r["Driver"] for r in config["DeviceRequests"]] == ["nvidia"]
+        assert [d["PathOnHost"] for d in config["Devices"]] == ["/dev/infiniband"] and "IPC_LOCK" in config["CapAdd"]
     worker_cmd = node_exec(node(2), "docker", "inspect", "-f", "{{json .Config.Cmd}}", "dgxspark-vllm").stdout
     assert '"--headless"' in worker_cmd and '"--node-rank","1"' in worker_cmd.replace(", ", ","), worker_cmd
     chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))], env=dict(os.environ, DEMO_API_KEY=KEY))
