@@ -753,7 +753,8 @@ def cmd_status(_args: argparse.Namespace) -> None:
     if not nodes:
         print("no lab nodes")
         return
-    print(f"{'node':10} {'state':8} {'LAN (mgmt)':16} {'fabric (point to point per pair)':58} {'engine':14} {'images'}")
+    fabric_title = "fabric (point to point per pair)" if topology() == "pair" else "fabric (one switch)"
+    print(f"{'node':10} {'state':8} {'LAN (mgmt)':16} {fabric_title:58} {'engine':14} {'images'}")
     for name in nodes:
         i = int(name.rsplit("-", 1)[1])
         mgmt_ip, _, _ = node_addrs(i)
