@@ -91,11 +91,12 @@ def node(i: int) -> str:
 
 
 def fabric_ip(i: int) -> str:
-    return f"{FABRIC_NET}.{10 + i}"
+    """As lab/lab.py numbers them: head .11 and worker .12 in each pair's block of 16."""
+    return f"{FABRIC_NET}.{16 * ((i - 1) // 2) + 11 + (i - 1) % 2}"
 
 
-def fabric_if(i: int) -> str:
-    return FABRIC_IFNAMES[(i - 1) % 2]
+def fabric_if(_i: int) -> str:
+    return FABRIC_IFNAMES[0]  # the same name on every node, as NVIDIA's netplan makes it
 
 
 def nexec(i: int, *argv, check: bool = True, input_text: str | None = None) -> subprocess.CompletedProcess:
@@ -371,7 +372,8 @@ def main(argv: list[str]) -> int:
 
     before_nodes = len(lab_nodes())
     log(f"lab {PREFIX}: {before_nodes} node(s) running; bringing it to {max(NODES, before_nodes)}")
-    run([*LAB, "up", "--nodes", str(max(NODES, before_nodes)), "--no-engine-images"])
+    # One switched fabric: node 1 sends to the nodes of both pairs (a pair's own cable reaches only its peer).
+    run([*LAB, "up", "--nodes", str(max(NODES, before_nodes)), "--no-engine-images", "--fabric-topology", "switch"])
     had_trust = trust_present()
     had_image = image_id(1, args.image)
     ident = ensure_image(args.image)
@@ -397,7 +399,7 @@ def main(argv: list[str]) -> int:
                 nexec(1, "docker", "image", "rm", args.image, check=False)
             if before_nodes == 0:
                 run([*LAB, "down", "--keep-images"], check=False)
-            elif before_nodes < NODES:
+            else:  # the session's node count, back on point-to-point pairs
                 run([*LAB, "up", "--nodes", str(before_nodes), "--no-engine-images"], check=False)
     return 0
 

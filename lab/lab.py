@@ -376,13 +376,35 @@ def all_fabric_subnets() -> set[str]:
 
 
 def wire_fabric(i: int) -> None:
-    """Node i plugged into its fabric networks (those of the lab's topology), each link named as on a Spark."""
+    """Node i plugged into its fabric networks (those of the lab's topology), each link named as on a Spark. A node
+    wired otherwise (another topology, a half-done earlier wiring) is unplugged from every fabric network first."""
     name = node_name(i)
     attached = json.loads(out(["docker", "container", "inspect", "--format", "{{json .NetworkSettings.Networks}}", name]))
-    for (net, _subnet), (_ifname, ip) in zip(fabric_nets(pair_of(i)), node_twins(i)):
-        if net not in attached:
+    fabric_attached = {net: info for net, info in attached.items() if net.startswith(f"{PREFIX}-lab-fabric")}
+    wanted = fabric_nets(pair_of(i))
+    links = json.loads(dexec(name, "ip", "-j", "-4", "addr", "show").stdout.decode())
+    held = {a.get("local"): link["ifname"] for link in links for a in link.get("addr_info", [])}
+    in_place = (set(fabric_attached) == {net for net, _ in wanted}
+                and all(held.get(ip) in (ifname, None) for ifname, ip in node_twins(i))
+                and all(fabric_attached[net].get("IPAddress") == ip for (net, _), (_, ip) in zip(wanted, node_twins(i))))
+    if not in_place:
+        for net, info in fabric_attached.items():
+            if info.get("IPAddress"):
+                drop_links_holding(name, info["IPAddress"])
+            run(["docker", "network", "disconnect", "-f", net, name], check=False, quiet=True)
+        for _ifname, ip in node_twins(i):
+            drop_links_holding(name, ip)
+        for (net, _subnet), (_ifname, ip) in zip(wanted, node_twins(i)):
             run(["docker", "network", "connect", "--ip", ip, net, name], quiet=True)
     name_links(name, node_twins(i))
+
+
+def drop_links_holding(node: str, ip: str) -> None:
+    """Delete NODE's links that hold IP (both ends of a veth go)."""
+    links = json.loads(dexec(node, "ip", "-j", "-4", "addr", "show").stdout.decode())
+    for link in links:
+        if any(a.get("local") == ip for a in link.get("addr_info", [])):
+            dexec(node, "ip", "link", "del", link["ifname"], check=False)
 
 
 def unwire_stale(nodes: list[str], wanted: set[str]) -> None:
@@ -391,6 +413,12 @@ def unwire_stale(nodes: list[str], wanted: set[str]) -> None:
     stale = [n for n in nets if n.startswith(f"{PREFIX}-lab-fabric") and n not in wanted]
     for net in stale:
         for node in nodes:
+            # The link was renamed inside the node, so Docker cannot find it by its own name: delete it first.
+            attached = json.loads(out(["docker", "container", "inspect", "--format", "{{json .NetworkSettings.Networks}}",
+                                       node]))
+            ip = (attached.get(net) or {}).get("IPAddress")
+            if ip:
+                drop_links_holding(node, ip)
             run(["docker", "network", "disconnect", "-f", net, node], check=False, quiet=True)
         run(["docker", "network", "rm", net], check=False, quiet=True)
         log(f"network {net} removed")
@@ -746,7 +774,8 @@ def cmd_status(_args: argparse.Namespace) -> None:
     if not nodes:
         print("no lab nodes")
         return
-    print(f"{'node':10} {'state':8} {'LAN (mgmt)':16} {'fabric (point to point per pair)':58} {'engine':14} {'images'}")
+    fabric_title = "fabric (point to point per pair)" if topology() == "pair" else "fabric (one switch)"
+    print(f"{'node':10} {'state':8} {'LAN (mgmt)':16} {fabric_title:58} {'engine':14} {'images'}")
     for name in nodes:
         i = int(name.rsplit("-", 1)[1])
         mgmt_ip, _, _ = node_addrs(i)

@@ -135,3 +135,22 @@ def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     assert second.returncode == 0, second.stdout[-5000:]
     assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0"
     assert node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout == before
+
+
+def test_per_host_interface_names_cabled_on_different_ports_serve(deployed):
+    """Node 2 cabled on the CX7's other port: its twins are enp1s0f0np0/enP2p1s0f0np0, the inventory names them per
+    host (dgxspark_fabric_interface), and the pair serves with each node on its own interface."""
+    run([*LAB, "cable", "2", "--port", "0"])
+    try:
+        proc = deploy()
+        assert proc.returncode == 0, proc.stdout[-5000:]
+        flat = " ".join(proc.stdout.split())
+        assert "fabric enp1s0f0np0 " in flat and f"pair1: serving qwen3.5-122b-a10b-fp8 at {api_url(1)}/v1" in flat
+        worker_env = node_exec(node(2), "docker", "inspect", "-f", "{{json .Config.Env}}", "dgxspark-ray-worker").stdout
+        assert '"NCCL_SOCKET_IFNAME=enp1s0f0np0"' in worker_env, worker_env
+        head_env = node_exec(node(1), "docker", "inspect", "-f", "{{json .Config.Env}}", "dgxspark-ray-head").stdout
+        assert '"NCCL_SOCKET_IFNAME=enp1s0f1np1"' in head_env, head_env
+        chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))], env=dict(os.environ, DEMO_API_KEY=KEY))
+        assert "assistant: " in chat.stdout
+    finally:
+        run([*LAB, "cable", "2", "--port", "1"])
