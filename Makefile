@@ -63,7 +63,7 @@ demo: venv lab-up
 	$(PYTHON) lab/chat.py
 
 unit: venv
-	$(BIN)/pytest -q tests/unit $(wildcard lab/engine/tests)
+	$(BIN)/pytest -q -m "not lab" tests/unit $(wildcard lab/engine/tests)
 
 lint: venv
 	$(BIN)/ansible-lint
