@@ -64,7 +64,7 @@ demo: venv lab-up
 	$(BIN)/python lab/chat.py
 
 unit: venv
-	$(BIN)/pytest -q tests/unit $(wildcard lab/engine/tests)
+	$(BIN)/pytest -q -m "not lab" tests/unit $(wildcard lab/engine/tests)
 
 lint: venv
 	$(BIN)/ansible-lint

@@ -33,6 +33,8 @@ Commands:
   load IMAGE...       copy images from this machine's engine into every node
   inventory           (re)write inventories/lab/hosts.yml from the running nodes
   models [--nodes N]  put the stand-in model weights on every node (or on the first N only)
+  fill-cache [NODE..] read every node's weights into the page cache, as an rsync of a checkpoint leaves it
+                      (each node's unified-memory model, /run/dgxspark-lab/gpu/meminfo, counts it as used)
 
 Only the standard library and the docker CLI are used, so it runs before any
 virtualenv exists.
@@ -696,6 +698,14 @@ def seed_models(nodes: list[str]) -> None:
     log(f"stand-in models under {MODELS_DIR} on {', '.join(nodes)}")
 
 
+def fill_cache(nodes: list[str]) -> None:
+    """Read every weight file under MODELS_DIR on NODES, so the page cache holds them (as after an rsync)."""
+    for node in nodes:
+        dexec(node, "sh", "-c", f"find {MODELS_DIR} -type f -name '*.safetensors' -exec cat {{}} + > /dev/null")
+        dexec(node, "/usr/local/sbin/lab-unified-memory", "--once")
+    log(f"weights read into the page cache on {', '.join(nodes)}")
+
+
 def cmd_up(args: argparse.Namespace) -> None:
     if not 1 <= args.nodes <= MAX_NODES:
         die(f"--nodes must be between 1 and {MAX_NODES}")
@@ -822,6 +832,8 @@ def main(argv: list[str]) -> None:
     p = sub.add_parser("models", help="put the stand-in model weights on every node (or the first --nodes N)")
     p.add_argument("--nodes", type=int, default=0, metavar="N",
                    help="seed only the first N nodes (e.g. 1: the head of pair 1, for model_sync); 0: every node")
+    p = sub.add_parser("fill-cache", help="read the weights on every node (or NODEs) into the page cache")
+    p.add_argument("nodes", nargs="*")
     args = parser.parse_args(argv)
     if getattr(args, "no_rdma", False):
         global RDMA  # pylint: disable=global-statement
@@ -847,6 +859,8 @@ def main(argv: list[str]) -> None:
         if not nodes:
             die("no running lab nodes to seed")
         seed_models(nodes)
+    elif args.cmd == "fill-cache":
+        fill_cache(args.nodes or running_nodes())
 
 
 if __name__ == "__main__":

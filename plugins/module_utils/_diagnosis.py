@@ -69,7 +69,8 @@ _FINAL_PATTERNS = [
     (ARCHITECTURE_NOT_SUPPORTED, re.compile(r"Model architectures \[.*\] are not supported for now|"
                                             r"has model type `[^`]+` but Transformers does not recognize this architecture")),
     (OUT_OF_MEMORY, re.compile(r"(?:CUDA )?[Oo]ut of memory|OutOfMemoryError|No available memory for the cache blocks|"
-                               r"running low on memory|is larger than the maximum number of tokens that can be stored in KV cache")),
+                               r"running low on memory|is larger than the maximum number of tokens that can be stored in KV cache|"
+                               r"on startup is less than desired GPU memory utilization")),
     (ADDRESS_IN_USE, re.compile(r"[Aa]ddress already in use|EADDRINUSE")),
     (MODEL_FILES_MISSING, re.compile(r"Invalid repository ID or local directory specified|does not appear to have a file named|"
                                      r"No such file or directory: '[^']*(?:config\.json|\.safetensors|tokenizer[^']*)'|"

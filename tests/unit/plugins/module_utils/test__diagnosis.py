@@ -82,6 +82,12 @@ def test_inspection_failure_caused_by_a_third_party_import_is_a_dependency_confl
      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 119.70 GiB\n"
      "(APIServer pid=7) ERROR 11-29 08:00:02 [core.py:1] EngineCore failed to start.\n",
      d.OUT_OF_MEMORY, "torch.OutOfMemoryError: CUDA out of memory"),
+    ("(EngineCore_DP0 pid=9) ERROR 11-29 08:00:00 [core.py:1] EngineCore failed to start.\n"
+     "Traceback (most recent call last):\n  File \"w.py\", line 3, in init_device\n    request_memory()\n"
+     "ValueError: Free memory on device cuda:0 (102.0/121.7 GiB) on startup is less than desired GPU memory "
+     "utilization (0.85, 103.44 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.\n"
+     "(APIServer pid=7) RuntimeError: Engine core initialization failed. See root cause above.\n",
+     d.OUT_OF_MEMORY, "ValueError: Free memory on device cuda:0 (102.0/121.7 GiB) on startup is less than desired"),
     ("INFO 11-29 08:00:00 [api_server.py:1] Starting vLLM API server 0 on http://192.168.100.11:8000\n"
      "Traceback (most recent call last):\n  File \"s.py\", line 1, in bind\n    sock.bind(addr)\n"
      "OSError: [Errno 98] Address already in use\n",

@@ -19,7 +19,8 @@ class Executor:
     def worker_spec(self) -> dict:
         mc = self.model_config
         return {"architecture": mc.architecture, "model_dir": str(mc.model_dir.resolve()),
-                "world_size": self.parallel_config.world_size, "cuda_graphs": not mc.enforce_eager}
+                "world_size": self.parallel_config.world_size, "cuda_graphs": not mc.enforce_eager,
+                "gpu_memory_utilization": self.vllm_config.gpu_memory_utilization}
 
     def execute_model(self, step_input: int) -> int:
         raise NotImplementedError

@@ -24,6 +24,7 @@ class Worker:
         self.distributed_init_method = distributed_init_method
         self.comm = None
         self.model = None
+        self.requested_memory = 0
 
     def init_device(self) -> None:
         logger.debug("world_size=%d rank=%d local_rank=%d distributed_init_method=%s backend=nccl",
@@ -31,6 +32,14 @@ class Worker:
         from vllm.platforms import cuda_set_device
 
         cuda_set_device(self.local_rank)  # torch.cuda.set_device: CUDA's driver check comes first
+        from vllm.v1.worker import lab_memory
+
+        info = lab_memory.mem_get_info()
+        if info is not None:  # vLLM's request_memory(): the guard runs before the communicator and the weights
+            free, total = info
+            logger.debug("free memory %s GiB of %s GiB", lab_memory.format_gib(free), lab_memory.format_gib(total))
+            self.requested_memory = lab_memory.request_memory(
+                f"cuda:{self.local_rank}", free, total, float(self.spec.get("gpu_memory_utilization", 0.9)))
         if self.world_size > 1:
             from vllm.distributed.lab_nccl import NcclComm
 
@@ -42,6 +51,10 @@ class Worker:
         from vllm.model_executor.models.registry import ModelRegistry
 
         start = time.monotonic()
+        if self.requested_memory:
+            from vllm.v1.worker import lab_memory
+
+            lab_memory.allocate(self.local_rank, self.requested_memory)
         model_cls = ModelRegistry.models[self.spec["architecture"]].load_model_cls()
         self.model = model_cls(vllm_config=None, prefix="")
         model_dir = Path(self.spec["model_dir"])
