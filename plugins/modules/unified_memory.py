@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: unified_memory
 short_description: Make room in a DGX Spark's unified memory right before vLLM starts, and check there is enough
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
@@ -22,9 +22,9 @@ description:
     directory) from the page cache with C(posix_fadvise(POSIX_FADV_DONTNEED)), which needs no privilege.
   - It then reads C(MemTotal) and C(MemFree) and fails, naming the node and the figures, when less than
     C(MemTotal x utilization) is free.
-  - With O(check=false) (an engine already runs on the node and holds its share) it only makes room: the weights the
+  - With O(check=false) (an engine already runs on the node and holds its share) it only makes room. The weights the
     running engine read are evicted, so an engine restarted by this run finds the memory free.
-  - The page cache is runtime state, not configuration; the module never reports a change (RV(cached_before) and
+  - The page cache is runtime state, not configuration. The module never reports a change (RV(cached_before) and
     RV(cached) show what it did), so a rerun that restarts nothing changes nothing.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes

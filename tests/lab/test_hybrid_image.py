@@ -31,7 +31,6 @@ COMMON = ["-e", f"hybrid_image_repository={REPOSITORY}", "-e", f"hybrid_image_ta
 GRAFT = ["-e", "hybrid_image_strategy=graft", "-e", f"hybrid_image_base={OLD}"]
 
 
-
 def build(*args):
     """Run the playbook on node 1; returns (returncode, recap stats of node 1, host results by task name, stdout)."""
     proc = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "build_hybrid_image.yml"),

@@ -13,7 +13,6 @@ QWEN35 = ["Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration
 NODE = node(1)
 
 
-
 @pytest.fixture(scope="module")
 def loaded(lab):
     run([*LAB, "load", OLD, NEW])

@@ -13,12 +13,15 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _unified_memo
 GIB = 1 << 30
 
 
+def _kb(gib):
+    return int(gib * (1 << 20))
+
+
 def meminfo(tmp_path, total_gib=121.7, free_gib=102.0, cached_gib=0.0, available=True):
-    kb = lambda g: int(g * (1 << 20))  # noqa: E731
-    text = f"MemTotal:       {kb(total_gib)} kB\nMemFree:        {kb(free_gib)} kB\n"
+    text = f"MemTotal:       {_kb(total_gib)} kB\nMemFree:        {_kb(free_gib)} kB\n"
     if available:
-        text += f"MemAvailable:   {kb(free_gib + cached_gib)} kB\n"
-    text += f"Cached:         {kb(cached_gib)} kB\nHugePages_Total:       0\n"
+        text += f"MemAvailable:   {_kb(free_gib + cached_gib)} kB\n"
+    text += f"Cached:         {_kb(cached_gib)} kB\nHugePages_Total:       0\n"
     path = tmp_path / "meminfo"
     path.write_text(text)
     return str(path)

@@ -18,10 +18,13 @@ from ansible_collections.dgxspark.vllm.plugins.modules import unified_memory as 
 GIB = 1 << 30
 
 
+def _kb(gib):
+    return int(gib * (1 << 20))
+
+
 def write(path, free_gib, cached_gib):
-    kb = lambda g: int(g * (1 << 20))  # noqa: E731
-    path.write_text(f"MemTotal: {kb(121.7)} kB\nMemFree: {kb(free_gib)} kB\nMemAvailable: {kb(free_gib + cached_gib)} kB\n"
-                    f"Cached: {kb(cached_gib)} kB\n")
+    path.write_text(f"MemTotal: {_kb(121.7)} kB\nMemFree: {_kb(free_gib)} kB\nMemAvailable: {_kb(free_gib + cached_gib)} kB\n"
+                    f"Cached: {_kb(cached_gib)} kB\n")
 
 
 def run(capsys, warnings=None, **args):
