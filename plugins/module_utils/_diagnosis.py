@@ -60,8 +60,10 @@ HINTS = {
 _TRACEBACK_START = "Traceback (most recent call last):"
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(?P<type>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Conflict|Warning))"
                              r"(?::\s*(?P<msg>.*))?$")
-_LOG_PREFIX = re.compile(r"^(?:\(\w[\w:]*(?: pid=\d+)?(?:, ip=[\d.]+)?\) ?)?"           # process/actor prefix, one space
-                         r"(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\] ?)?")  # one space: a frame's indent is kept
+# A process/actor prefix and the level/date/[file:line] prefix, each followed by ONE space: a traceback frame's
+# indentation after the prefix is kept (vLLM logs tracebacks line by line behind ERROR prefixes).
+_LOG_PREFIX = re.compile(r"^(?:\(\w[\w:]*(?: pid=\d+)?(?:, ip=[\d.]+)?\) ?)?"
+                         r"(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\] ?)?")
 
 # The last line vLLM prints for each failure, most specific first.
 _FINAL_PATTERNS = [
