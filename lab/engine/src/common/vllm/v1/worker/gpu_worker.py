@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -58,13 +59,26 @@ class Worker:
         model_cls = ModelRegistry.models[self.spec["architecture"]].load_model_cls()
         self.model = model_cls(vllm_config=None, prefix="")
         model_dir = Path(self.spec["model_dir"])
+        shards = len(list(model_dir.glob("*.safetensors")))
+        self._progress(0, shards, 0.0)
         loaded = self.model.load_weights(safetensors_weights_iterator(model_dir, self.rank))
         elapsed = time.monotonic() - start
+        self._progress(shards, shards, elapsed)
         size = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
         logger.info("Loading weights took %.2f seconds", elapsed)
         logger.info("Model loading took %.4f GiB memory and %.6f seconds",
                     size / self.world_size / 2**30, elapsed)
         logger.debug("loaded %d tensors", len(loaded))
+
+    def _progress(self, done: int, total: int, elapsed: float) -> None:
+        """The shard progress bar as real vLLM's first local rank writes it: no prefix, CR first, even to a file."""
+        if self.local_rank != 0 or total == 0:
+            return
+        rate = f"{done / elapsed:.2f}it/s" if done and elapsed > 0 else "?it/s"
+        when = "00:00<00:00" if done else "00:00<?"
+        sys.stderr.write(f"\rLoading safetensors checkpoint shards: {100 * done // total:3d}% Completed | "
+                         f"{done}/{total} [{when}, {rate}]\n" + ("\n" if done == total else ""))
+        sys.stderr.flush()
 
     def partial(self, step_input: int) -> int:
         return self.model.forward_partial(self.rank, step_input)

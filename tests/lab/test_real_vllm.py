@@ -1,0 +1,264 @@
+"""REAL vLLM in the lab: vllm-cpu 0.32.0 (lab/vllm-cpu:0.32) served through the collection's roles.
+
+Real Sparks run real vLLM; the stand-in engine (lab/engine) only imitates it. Here deploy.yml runs the whole pipeline
+with the real engine on two lab nodes, the way a pair serves with the mp backend: preflight, model_sync (the tiny
+Qwen3 is on the head only), hybrid_image (overlay, no Ray for mp), image_sync (2.6 GB to the worker), vllm_serve with
+TP=2, `--nnodes 2` and `--headless` on the worker, ready when a real completion answers. Then status.yml reads the
+real metrics, a rerun changes and restarts nothing, the collection's own max_model_len default (262144) makes real
+vLLM refuse the tiny model and serve_probe names the cause from the real log, and teardown.yml leaves no headless
+follower behind. Ray cannot run on vLLM's CPU platform: the Ray path stays on the stand-in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, report, run
+
+IMAGE = "lab/vllm-cpu:0.32"
+VARS = REPO / "tests" / "lab" / "vars" / "real_vllm.yml"
+KEY = "lab-api-key-not-a-secret"
+MODELS = "/srv/dgxspark/models"
+
+
+def playbook(name, *args, timeout=2400):
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / name), "-e", f"@{VARS}",
+                *args], check=False, env=ansible_env(), timeout=timeout)
+
+
+def recap(proc, host):
+    line = next(line for line in proc.stdout.splitlines() if line.startswith(host + " ") and "ok=" in line)
+    return {key: int(value) for key, value in (item.split("=") for item in line.split(":", 1)[1].split())}
+
+
+def engine(i):
+    """Node I's engine rank: container id, start time, restarts and argv."""
+    out = node_exec(node(i), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}} {{.RestartCount}} {{json .Args}}",
+                    "dgxspark-vllm", check=False)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def api(path, key=KEY, body=None):
+    """(status, parsed JSON or text) of a request to the head's API, sent from the head node."""
+    code = ("import json, sys, urllib.request as u\n"
+            "req = u.Request(sys.argv[1], data=(sys.argv[3].encode() if sys.argv[3] else None),\n"
+            "                headers={'Content-Type': 'application/json', **({'Authorization': 'Bearer ' + sys.argv[2]} if sys.argv[2] else {})})\n"
+            "try:\n    r = u.urlopen(req, timeout=600); print(r.status); print(r.read().decode())\n"
+            "except u.HTTPError as e:\n    print(e.code); print(e.read().decode())\n")
+    out = node_exec(node(1), "python3", "-c", code, f"http://{fabric_ip(1)}:8000{path}", key or "",
+                    json.dumps(body) if body else "").stdout
+    status, _, text = out.partition("\n")
+    try:
+        return int(status), json.loads(text)
+    except ValueError:
+        return int(status), text
+
+
+@pytest.fixture(scope="module")
+def deployed(lab):
+    run([*LAB, "images", "vllm-cpu-0.32"], timeout=3600)
+    # The image and the weights on the head only: image_sync and model_sync bring them to the worker.
+    want = run(["docker", "image", "inspect", "-f", "{{.Id}}", IMAGE]).stdout.strip()
+    have = node_exec(node(1), "docker", "image", "inspect", "-f", "{{.Id}}", IMAGE, check=False).stdout.strip()
+    if have != want:
+        save = subprocess.Popen(["docker", "save", IMAGE], stdout=subprocess.PIPE)
+        load = subprocess.run(["docker", "exec", "-i", node(1), "docker", "load", "-q"], stdin=save.stdout,
+                              capture_output=True, check=False)
+        save.stdout.close()
+        assert save.wait() == 0 and load.returncode == 0, load.stderr
+    node_exec(node(1), "docker", "run", "--rm", "-v", f"{MODELS}:/out", "--entrypoint", "cp", IMAGE, "-r",
+              "/opt/lab/models/tiny-qwen3", "/out/")
+    first = playbook("deploy.yml")
+    yield first
+    playbook("teardown.yml")
+
+
+def test_real_vllm_serves_tp2_across_two_nodes_with_mp_and_a_headless_worker(deployed):
+    assert deployed.returncode == 0, deployed.stdout[-6000:]
+    flat = " ".join(deployed.stdout.split())
+    assert f"pair1: serving tiny at http://{fabric_ip(1)}:8000/v1, TP 2 over {node(1)} + {node(2)}" in flat
+    head, worker = engine(1), engine(2)
+    assert '"--node-rank","0"' in head and '"--nnodes","2"' in head and "--headless" not in head
+    assert '"--node-rank","1"' in worker and "--headless" in worker
+    # The overlay carries no Ray for the mp backend.
+    assert node_exec(node(1), "docker", "run", "--rm", "--entrypoint", "python3", deployed_image(),
+                     "-c", "import ray", check=False).returncode != 0
+    status, version = api("/version")
+    assert status == 200 and re.fullmatch(r"\d+\.\d+\.\d+.*", version["version"])
+    status, chat = api("/v1/chat/completions", body={"model": "tiny", "max_tokens": 4,
+                                                     "messages": [{"role": "user", "content": "hello"}]})
+    assert status == 200 and chat["usage"]["completion_tokens"] > 0
+    # Both ranks did the work: the worker's log shows its tensor-parallel rank.
+    assert "Worker_TP1" in node_exec(node(2), "docker", "logs", "dgxspark-vllm").stderr + \
+        node_exec(node(2), "docker", "logs", "dgxspark-vllm").stdout
+    report(f"real vLLM {version['version']} (vllm-cpu, {IMAGE}) served TP=2 over {node(1)} + {node(2)} with the mp backend")
+
+
+def deployed_image():
+    return node_exec(node(1), "docker", "inspect", "-f", "{{.Config.Image}}", "dgxspark-vllm").stdout.strip()
+
+
+# ---------------------------------------------------------------- the stand-in held to the real thing
+# The stand-in (lab/engine, flavour 0.17) runs on the controller's loopback; the real engine is the deployed one, and
+# its CLI runs in a container of the same image on this machine's engine (no second 3.5 GB install).
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    sys.path.insert(0, str(REPO / "lab" / "engine"))
+    import build_wheel  # pylint: disable=import-outside-toplevel
+    import make_models  # pylint: disable=import-outside-toplevel
+    root = tmp_path_factory.mktemp("standin")
+    build_wheel.assemble_tree("0.17", root / "tree")
+    model = make_models.write_model(root / "models", "qwen35", shard_kb=64)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "NCCL_"))}
+    env.update(PYTHONPATH=str(root / "tree"), VLLM_LAB_LOAD_SECONDS_PER_GB="0", VLLM_API_KEY=KEY)
+    with open(root / "serve.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model),
+                                 "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port)],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            urllib.request.urlopen(base + "/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.2)
+    assert proc.poll() is None, (root / "serve.log").read_text()
+    yield base, env, root / "serve.log"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def standin_api(base, path, key=KEY, body=None):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode() if body else None, headers={
+        "Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            status, text = resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        status, text = err.code, err.read().decode()
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def rendered_flags():
+    """Every flag vllm_serve renders (its argv is built in present.yml)."""
+    text = (REPO / "roles" / "vllm_serve" / "tasks" / "present.yml").read_text()
+    return sorted(set(re.findall(r"'(--[a-z][a-z-]+)'", text)))
+
+
+def test_standin_and_real_vllm_accept_every_flag_the_collection_renders(deployed, standin):
+    flags = rendered_flags()
+    assert "--headless" in flags and "--nnodes" in flags
+    real = run(["docker", "run", "--rm", "--network", "none", IMAGE, "serve", "--help=all"], timeout=600).stdout
+    fake = run([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", "--help"], env=standin[1]).stdout
+    for name, text in (("real vLLM", real), ("stand-in", fake)):
+        missing = [flag for flag in flags if not re.search(rf"(?m)^\s*(?:-\w+, )?{re.escape(flag)}\b", text)]
+        assert not missing, f"{name} does not know {missing}"
+
+
+def test_metric_names_the_collection_reads_exist_in_both(deployed, standin):
+    read = set()
+    for path in [*REPO.joinpath("plugins").rglob("*.py"), *REPO.joinpath("roles").rglob("*.yml"),
+                 *REPO.joinpath("playbooks").rglob("*.yml")]:
+        read |= set(re.findall(r"vllm:[a-z_]+", path.read_text()))
+    assert "vllm:generation_tokens_total" in read
+    real_text, fake_text = api("/metrics")[1], standin_api(standin[0], "/metrics")[1]
+    real_names = set(re.findall(r"(?m)^(vllm:[a-z_]+?)(?:_bucket|_sum|_count)?(?:\{| )", real_text))
+    fake_names = set(re.findall(r"(?m)^(vllm:[a-z_]+?)(?:_bucket|_sum|_count)?(?:\{| )", fake_text))
+    assert read <= real_names and read <= fake_names, (read - real_names, read - fake_names)
+    # The stand-in invents no metric real vLLM lacks.
+    assert fake_names <= real_names, sorted(fake_names - real_names)
+
+
+def test_health_models_and_error_answers_match_real_vllm(deployed, standin):
+    base = standin[0]
+    real_health = node_exec(node(1), "python3", "-c", "import urllib.request as u; print(u.urlopen("
+                            f"'http://{fabric_ip(1)}:8000/health').status)").stdout.strip()
+    assert real_health == "200" and standin_api(base, "/health", key=None)[0] == 200
+    real, fake = api("/v1/models"), standin_api(base, "/v1/models")
+    assert real[0] == fake[0] == 200
+    assert real[1]["object"] == fake[1]["object"] == "list"
+    assert set(real[1]["data"][0]) == set(fake[1]["data"][0]), (sorted(real[1]["data"][0]), sorted(fake[1]["data"][0]))
+    assert api("/v1/models", key=None) == standin_api(base, "/v1/models", key=None) == (401, {"error": "Unauthorized"})
+    body = {"model": "nope", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+    real, fake = api("/v1/chat/completions", body=body), standin_api(base, "/v1/chat/completions", body=body)
+    assert real[0] == fake[0] == 404
+    assert {k: v for k, v in real[1]["error"].items() if k != "message"} == \
+        {k: v for k, v in fake[1]["error"].items() if k != "message"}, (real, fake)
+    # The stand-in speaks for 0.17.1; 0.32 adds the valid aliases after the same sentence.
+    for answer in (real, fake):
+        assert answer[1]["error"]["message"].startswith("The model `nope` does not exist."), answer
+
+
+PREFIXED = re.compile(r"(?m)^\((?:APIServer|EngineCore\w*|Worker\w*|MainProcess|VllmWorker\S*) pid=\d+\) "
+                      r"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] ")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_standin_log_lines_have_the_real_shape(deployed, standin):
+    proc = subprocess.run(["docker", "exec", node(1), "docker", "logs", "dgxspark-vllm"], capture_output=True, check=True)
+    real = proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
+    fake = Path(standin[2]).read_text()
+    for name, text in (("real vLLM", real), ("stand-in", fake)):
+        plain = ANSI.sub("", text)
+        assert len(PREFIXED.findall(plain)) >= 10, f"{name}: {plain[:2000]}"
+        assert "(APIServer pid=" in plain, name
+        # Progress output: a CR before the bar, even into a file.
+        assert re.search(r"(?m)^\rLoading safetensors checkpoint shards: +\d+% Completed \| \d+/\d+", plain), name
+    # Colour codes: the stand-in writes them exactly when real vLLM does (not to a pipe or a file, as here).
+    assert bool(ANSI.search(real)) == bool(ANSI.search(fake))
+
+
+def test_status_reads_the_real_engines_metrics(deployed):
+    proc = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "status.yml")],
+               check=False, env=ansible_env())
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    flat = " ".join(proc.stdout.split())
+    match = re.search(r"model tiny at http://[\d.]+:8000, health 200, tokens generated (\d+)", flat)
+    assert match and int(match.group(1)) > 0, flat[-3000:]
+
+
+def test_second_deploy_changes_and_restarts_nothing(deployed):
+    before = engine(1), engine(2)
+    second = playbook("deploy.yml")
+    assert second.returncode == 0, second.stdout[-5000:]
+    assert recap(second, node(1))["changed"] == 0 and recap(second, node(2))["changed"] == 0, second.stdout[-3000:]
+    assert (engine(1), engine(2)) == before
+
+
+def test_real_vllm_refusing_the_default_max_model_len_is_diagnosed_from_its_log(deployed):
+    # The collection's default (262144, Qwen3.5's context) is longer than the tiny model's 4096 positions.
+    failed = playbook("deploy.yml", "-e", "vllm_serve_max_model_len=262144", "-e", "vllm_serve_ready_timeout=600")
+    assert failed.returncode != 0
+    flat = " ".join(failed.stdout.split())
+    match = re.search(r"pair1: not serving: ([^\"]*?max_model_len[^\"]*)", flat)
+    assert match, flat[-5000:]
+    assert "262144" in match.group(1) and "\x1b" not in match.group(1)
+    report(f"real vLLM's refusal, as serve_probe diagnosed it: {match.group(1)[:300]}")
+
+
+def test_teardown_leaves_no_headless_follower(deployed):
+    proc = playbook("teardown.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    for i in (1, 2):
+        assert node_exec(node(i), "docker", "ps", "-aq", "--filter", "label=org.dgxspark.vllm.component").stdout.strip() == ""
+        assert "vllm" not in node_exec(node(i), "ps", "-eo", "args").stdout
