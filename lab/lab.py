@@ -33,6 +33,7 @@ Commands:
   load IMAGE...       copy images from this machine's engine into every node
   inventory           (re)write inventories/lab/hosts.yml from the running nodes
   models [--nodes N]  put the stand-in model weights on every node (or on the first N only)
+  evict-cache [NODE..] evict every node's weights from the page cache (as a freshly booted node has them)
   fill-cache [NODE..] read every node's weights into the page cache, as an rsync of a checkpoint leaves it
                       (each node's unified-memory model, /run/dgxspark-lab/gpu/meminfo, counts it as used)
 
@@ -745,7 +746,28 @@ def seed_models(nodes: list[str]) -> None:
     for node in nodes:
         dexec(node, "mkdir", "-p", MODELS_DIR)
         dexec(node, "tar", "-C", MODELS_DIR, "-x", input_bytes=tar)
+    # Seeding is the lab's own set-up, not a deployment step: leave the page cache as a freshly booted Spark's
+    # (the weights not resident), so that what a test does decides the memory it finds (`fill-cache` fills it).
+    evict_cache(nodes)
     log(f"stand-in models under {MODELS_DIR} on {', '.join(nodes)}")
+
+
+EVICT_PY = ("import os, sys\n"
+            "for root, _d, files in os.walk(sys.argv[1]):\n"
+            "    for name in files:\n"
+            "        fd = os.open(os.path.join(root, name), os.O_RDONLY)\n"
+            "        try:\n"
+            "            os.fdatasync(fd)\n"
+            "            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)\n"
+            "        finally:\n"
+            "            os.close(fd)\n")
+
+
+def evict_cache(nodes: list[str]) -> None:
+    """Evict every file under MODELS_DIR on NODES from the page cache (posix_fadvise DONTNEED)."""
+    for node in nodes:
+        dexec(node, "python3", "-c", EVICT_PY, MODELS_DIR)
+        dexec(node, "/usr/local/sbin/lab-unified-memory", "--once")
 
 
 def fill_cache(nodes: list[str]) -> None:
@@ -883,6 +905,8 @@ def main(argv: list[str]) -> None:
     p = sub.add_parser("models", help="put the stand-in model weights on every node (or the first --nodes N)")
     p.add_argument("--nodes", type=int, default=0, metavar="N",
                    help="seed only the first N nodes (e.g. 1: the head of pair 1, for model_sync); 0: every node")
+    p = sub.add_parser("evict-cache", help="evict the weights on every node (or NODEs) from the page cache")
+    p.add_argument("nodes", nargs="*")
     p = sub.add_parser("fill-cache", help="read the weights on every node (or NODEs) into the page cache")
     p.add_argument("nodes", nargs="*")
     args = parser.parse_args(argv)
@@ -910,6 +934,8 @@ def main(argv: list[str]) -> None:
         if not nodes:
             die("no running lab nodes to seed")
         seed_models(nodes)
+    elif args.cmd == "evict-cache":
+        evict_cache(args.nodes or running_nodes())
     elif args.cmd == "fill-cache":
         fill_cache(args.nodes or running_nodes())
 

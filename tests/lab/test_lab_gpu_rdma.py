@@ -48,7 +48,7 @@ def engine_run(i, *docker_args, env=None, argv=()):
     env_args = [a for k, v in (env or {}).items() for a in ("-e", f"{k}={v}")]
     proc = node_exec(node(i), "docker", "run", "--rm", "--label", LABEL, "--network", "host", "--ipc", "host",
                      "-v", f"{MODEL}:/models/m:ro", *env_args, *docker_args, "--entrypoint", "vllm", ENGINE,
-                     "serve", "/models/m", *argv, check=False)
+                     "serve", "/models/m", "--gpu-memory-utilization", "0.8", *argv, check=False)
     return proc.returncode, proc.stdout + proc.stderr
 
 
