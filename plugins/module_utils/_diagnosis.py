@@ -136,10 +136,15 @@ def tracebacks(text: str) -> list[dict]:
                                  "line": stripped}
                     # pydantic/multi-line messages: keep following indented detail lines
                     k = j + 1
+                    detail = []
                     while k < len(lines) and lines[k].startswith("  ") and not lines[k].strip().startswith("File "):
                         block.append(lines[k])
                         exception["message"] = (exception["message"] + " " + lines[k].strip()).strip()
+                        if not lines[k].strip().startswith("For further information"):
+                            detail.append(_clean(lines[k].strip()))
                         k += 1
+                    # What a wrapper such as pydantic's ValidationError says below its first line (vLLM's own words).
+                    exception["detail"] = " ".join(part for part in detail if part)
                     j = k
                     break
                 if not stripped.startswith(("During handling", "The above exception")):
@@ -259,8 +264,8 @@ def classify(text: str, *, http_status: int | None = None, seconds_without_progr
                     "initialisation (NCCL/gloo rendezvous)")
     if category is None:
         category = ENGINE_EXITED if exited or root else TIMEOUT
-        key_line = (root["line"] if root else final) or ("the engine exited without an error line" if exited
-                                                         else "no error in the log")
+        key_line = ((root["line"] + (": " + root["detail"] if root.get("detail") else "")) if root else final) or (
+            "the engine exited without an error line" if exited else "no error in the log")
     summary = f"{DESCRIPTIONS[category]}: {key_line}"
     if category in (ARCHITECTURE_INSPECTION_FAILED, DEPENDENCY_CONFLICT) and final and final != key_line:
         summary += f" (then: {final})"

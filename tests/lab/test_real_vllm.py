@@ -217,7 +217,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def test_standin_log_lines_have_the_real_shape(deployed, standin):
     proc = subprocess.run(["docker", "exec", node(1), "docker", "logs", "dgxspark-vllm"], capture_output=True, check=True)
     real = proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
-    fake = Path(standin[2]).read_text()
+    fake = Path(standin[2]).read_bytes().decode(errors="replace")  # read_text() would turn CRs into newlines
     for name, text in (("real vLLM", real), ("stand-in", fake)):
         plain = ANSI.sub("", text)
         assert len(PREFIXED.findall(plain)) >= 10, f"{name}: {plain[:2000]}"

@@ -96,3 +96,16 @@ def test_rendezvous_lines_count_when_coloured():
     text = prefixed("Worker_TP1", 20, "INFO", "parallel_state.py:1", ["world_size=2 rank=1 local_rank=0 "
                                                                        "distributed_init_method=tcp://10.0.0.1:29501"])
     assert d.rendezvous_state(text) == "started"
+
+
+def test_a_config_refusal_wrapped_by_pydantic_names_vllms_own_words():
+    text = (prefixed("APIServer", 7, "INFO", "utils.py:286", ["non-default args: {'max_model_len': 999999}"])
+            + "Traceback (most recent call last):\n  File \"/venv/bin/vllm\", line 8, in <module>\n    sys.exit(main())\n"
+            + "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+            + "  Value error, Lab toy limit: max_model_len (999999) exceeds what the toy model allows (64). "
+              "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]\n"
+            + "    For further information visit https://errors.example/value_error\n")
+    result = d.classify(text, exited=True)
+    assert result["category"] == d.ENGINE_EXITED
+    assert result["summary"] == ("engine exited: pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+                                 "ModelConfig: Lab toy limit: max_model_len (999999) exceeds what the toy model allows (64).")
