@@ -24,7 +24,7 @@ def read_meminfo(path: str = "/proc/meminfo") -> t.Dict[str, int]:
     fields = {}
     with open(path, encoding="ascii") as fh:
         for line in fh:
-            name, _, rest = line.partition(":")
+            name, _sep, rest = line.partition(":")
             parts = rest.split()
             if parts and parts[0].isdigit():
                 fields[name.strip()] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)

@@ -196,8 +196,8 @@ def test_per_host_interface_names_cabled_on_different_ports(lab):
         assert hosts[node(1)]["dgxspark_fabric_interface"] == "enp1s0f1np1"
         assert hosts[node(2)]["dgxspark_fabric_interface"] == "enp1s0f0np0"
         assert f"inet {fabric_ip(2)}/28" in node_exec(node(2), "ip", "-o", "-4", "addr", "show", "enp1s0f0np0").stdout
-        assert f"inet {fabric2_ip(2)}/28" in node_exec(node(2), "ip", "-o", "-4", "addr", "show",
-                                                        "enP2p1s0f0np0").stdout
+        twin = node_exec(node(2), "ip", "-o", "-4", "addr", "show", "enP2p1s0f0np0").stdout
+        assert f"inet {fabric2_ip(2)}/28" in twin
         proc = preflight()
         assert proc.returncode == 0, proc.stdout[-3000:]
         flat = " ".join(proc.stdout.split())

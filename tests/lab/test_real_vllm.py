@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, node, node_exec, report, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, mgmt_ip, node, node_exec, report, run
 
 IMAGE = "lab/vllm-cpu:0.32"
 VARS = REPO / "tests" / "lab" / "vars" / "real_vllm.yml"
@@ -57,9 +57,9 @@ def api(path, key=KEY, body=None):
             "                headers={'Content-Type': 'application/json', **({'Authorization': 'Bearer ' + sys.argv[2]} if sys.argv[2] else {})})\n"
             "try:\n    r = u.urlopen(req, timeout=600); print(r.status); print(r.read().decode())\n"
             "except u.HTTPError as e:\n    print(e.code); print(e.read().decode())\n")
-    out = node_exec(node(1), "python3", "-c", code, f"http://{fabric_ip(1)}:8000{path}", key or "",
+    out = node_exec(node(1), "python3", "-c", code, f"http://{mgmt_ip(1)}:8000{path}", key or "",
                     json.dumps(body) if body else "").stdout
-    status, _, text = out.partition("\n")
+    status, _sep, text = out.partition("\n")
     try:
         return int(status), json.loads(text)
     except ValueError:
@@ -88,7 +88,7 @@ def deployed(lab):
 def test_real_vllm_serves_tp2_across_two_nodes_with_mp_and_a_headless_worker(deployed):
     assert deployed.returncode == 0, deployed.stdout[-6000:]
     flat = " ".join(deployed.stdout.split())
-    assert f"pair1: serving tiny at http://{fabric_ip(1)}:8000/v1, TP 2 over {node(1)} + {node(2)}" in flat
+    assert f"pair1: serving tiny at http://{mgmt_ip(1)}:8000/v1, TP 2 over {node(1)} + {node(2)}" in flat
     head, worker = engine(1), engine(2)
     assert '"--node-rank","0"' in head and '"--nnodes","2"' in head and "--headless" not in head
     assert '"--node-rank","1"' in worker and "--headless" in worker
@@ -192,7 +192,7 @@ def test_metric_names_the_collection_reads_exist_in_both(deployed, standin):
 def test_health_models_and_error_answers_match_real_vllm(deployed, standin):
     base = standin[0]
     real_health = node_exec(node(1), "python3", "-c", "import urllib.request as u; print(u.urlopen("
-                            f"'http://{fabric_ip(1)}:8000/health').status)").stdout.strip()
+                            f"'http://{mgmt_ip(1)}:8000/health').status)").stdout.strip()
     assert real_health == "200" and standin_api(base, "/health", key=None)[0] == 200
     real, fake = api("/v1/models"), standin_api(base, "/v1/models")
     assert real[0] == fake[0] == 200

@@ -93,8 +93,8 @@ def test_engine_core_failure_with_cr_line_ends_names_its_root():
 
 
 def test_rendezvous_lines_count_when_coloured():
-    text = prefixed("Worker_TP1", 20, "INFO", "parallel_state.py:1", ["world_size=2 rank=1 local_rank=0 "
-                                                                       "distributed_init_method=tcp://10.0.0.1:29501"])
+    line = "world_size=2 rank=1 local_rank=0 distributed_init_method=tcp://10.0.0.1:29501"
+    text = prefixed("Worker_TP1", 20, "INFO", "parallel_state.py:1", [line])
     assert d.rendezvous_state(text) == "started"
 
 
