@@ -618,6 +618,8 @@ def cmd_cable(args: argparse.Namespace) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     CABLING.write_text(json.dumps(plan) + "\n")
     name_links(name, node_twins(args.node))
+    if nodes_have_rdma([name]):
+        dexec(name, "/usr/local/sbin/lab-rdma", "setup")  # the GIDs follow the addresses onto the other port's HCAs
     write_inventory(running_nodes())
     log(f"{name}: fabric on port {args.port} ({', '.join(n for n, _ in node_twins(args.node))})")
 

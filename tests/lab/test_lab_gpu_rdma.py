@@ -90,13 +90,13 @@ def test_spark_roce_tree_for_rdma_facts_and_verbs_devices_only_for_containers_gi
     gid = node_exec(node(1), "cat", "/sys/class/infiniband/rocep1s0f1/ports/1/gids/3").stdout.strip()
     a, b, c, d = (int(x) for x in fabric_ip(1).split("."))
     assert gid == f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
-    assert set(node_exec(node(1), "ls", "/dev/infiniband").stdout.split()) == {"uverbs0", "uverbs1", "rdma_cm"}
+    assert set(node_exec(node(1), "ls", "/dev/infiniband").stdout.split()) == {"uverbs0", "uverbs1", "uverbs2", "uverbs3", "rdma_cm"}
     without = node_exec(node(1), "docker", "run", "--rm", "--gpus", "all", TINY, "sh", "-c",
                         "ls /sys/class/infiniband; ls /dev/infiniband 2>&1; true").stdout
     assert "rocep1s0f1" in without and "No such file" in without
     given = node_exec(node(1), "docker", "run", "--rm", "--gpus", "all", "--device", "/dev/infiniband:/dev/infiniband:rwm",
                       TINY, "ls", "/dev/infiniband").stdout.split()
-    assert set(given) == {"uverbs0", "uverbs1", "rdma_cm"}
+    assert set(given) == {"uverbs0", "uverbs1", "uverbs2", "uverbs3", "rdma_cm"}
 
 
 def test_engine_container_started_as_the_collection_was_has_no_gpu_and_fails_in_vllm_words(engine_lab):
