@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, node, node_exec, run, wheelhouse
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, node, node_exec, run, wheelhouse
 
 SERVE = str(REPO / "tests" / "lab" / "playbooks" / "serve.yml")
 
@@ -97,11 +97,12 @@ def test_field_graft_deployed_without_gates_is_diagnosed_within_10s_of_the_engin
 
 def test_wrong_nccl_interface_on_the_worker_is_a_collective_init_hang(serving_lab, tmp_path):
     override = tmp_path / "override.yml"
-    # Ray registers the right fabric IP, but the worker's NCCL is pointed at node 1's interface name,
-    # which does not exist on node 2: the ranks' rendezvous never completes, silently.
+    # Ray registers the right fabric IP, but the worker's NCCL is pointed at the CX7 port that is not cabled (the
+    # twins carry the same names on every node, so the mistake in the field is the port): no such interface with an
+    # address on node 2, and the ranks' rendezvous never completes, silently.
     override.write_text("all:\n  children:\n    spark_pairs:\n      children:\n        pair1:\n          hosts:\n"
                         f"            {node(2)}:\n              ray_cluster_env:\n"
-                        f"                NCCL_SOCKET_IFNAME: {fabric_if(1)}\n                GLOO_SOCKET_IFNAME: {fabric_if(1)}\n")
+                        "                NCCL_SOCKET_IFNAME: enp1s0f0np0\n                GLOO_SOCKET_IFNAME: enp1s0f0np0\n")
     serve("-e", "vllm_serve_state=absent")
     started = time.monotonic()
     proc = serve("-e", "dgxspark_image=lab/vllm-node:0.14", "-e", "dgxspark_model=Qwen/Qwen3-30B-A3B",
