@@ -125,8 +125,15 @@ def standin(tmp_path_factory):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    # Outside a container the stand-in's CUDA finds no GPU: point it at a /dev shaped as the lab's GPU hook leaves
+    # a GPU container's (as lab/engine/tests do).
+    dev = root / "dev"
+    dev.mkdir()
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia0"):
+        (dev / name).touch()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "NCCL_"))}
-    env.update(PYTHONPATH=str(root / "tree"), VLLM_LAB_LOAD_SECONDS_PER_GB="0", VLLM_API_KEY=KEY)
+    env.update(PYTHONPATH=str(root / "tree"), VLLM_LAB_LOAD_SECONDS_PER_GB="0", VLLM_API_KEY=KEY,
+               VLLM_LAB_DEV_ROOT=str(dev))
     with open(root / "serve.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model),
                                  "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port)],
