@@ -12,20 +12,18 @@ follower behind. Ray cannot run on vLLM's CPU platform: the Ray path stays on th
 from __future__ import annotations
 
 import json
-import os
 import re
+import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, mgmt_ip, node, node_exec, report, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, mgmt_ip, node, node_exec, parse_adhoc, report, run
 
 IMAGE = "lab/vllm-cpu:0.32"
 VARS = REPO / "tests" / "lab" / "vars" / "real_vllm.yml"
@@ -113,43 +111,28 @@ def deployed_image():
 # ---------------------------------------------------------------- the stand-in held to the real thing
 # The stand-in (lab/engine, flavour 0.17) runs on the controller's loopback; the real engine is the deployed one, and
 # its CLI runs in a container of the same image on this machine's engine (no second 3.5 GB install).
+sys.path[:0] = [str(REPO / "lab" / "engine"), str(REPO / "lab" / "engine" / "tests")]
+import build_wheel  # noqa: E402  pylint: disable=wrong-import-position
+import make_models  # noqa: E402  pylint: disable=wrong-import-position
+from enginekit import Proc, flavour_env, free_port, vllm_cmd, wait_ready  # noqa: E402  pylint: disable=wrong-import-position
 
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
-    sys.path.insert(0, str(REPO / "lab" / "engine"))
-    import build_wheel  # pylint: disable=import-outside-toplevel
-    import make_models  # pylint: disable=import-outside-toplevel
     root = tmp_path_factory.mktemp("standin")
     build_wheel.assemble_tree("0.17", root / "tree")
     model = make_models.write_model(root / "models", "qwen35", shard_kb=64)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    # Outside a container the stand-in's CUDA finds no GPU: point it at a /dev shaped as the lab's GPU hook leaves
-    # a GPU container's (as lab/engine/tests do).
-    dev = root / "dev"
-    dev.mkdir()
-    for name in ("nvidiactl", "nvidia-uvm", "nvidia0"):
-        (dev / name).touch()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "NCCL_"))}
-    env.update(PYTHONPATH=str(root / "tree"), VLLM_LAB_LOAD_SECONDS_PER_GB="0", VLLM_API_KEY=KEY,
-               VLLM_LAB_DEV_ROOT=str(dev))
-    with open(root / "serve.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model),
-                                 "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port)],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    port = free_port()
+    # Outside a container the stand-in's CUDA finds no GPU: flavour_env points it at a /dev shaped as the lab's GPU
+    # hook leaves a GPU container's, as the engine's own tests do.
+    env = flavour_env(root / "tree", VLLM_API_KEY=KEY)
+    proc = Proc(vllm_cmd("serve", str(model), "--served-model-name", "tiny", "--host", "127.0.0.1", "--port",
+                         str(port)), env, root / "serve.log")
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            urllib.request.urlopen(base + "/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.2)
-    assert proc.poll() is None, (root / "serve.log").read_text()
-    yield base, env, root / "serve.log"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        wait_ready(base, proc, deadline_s=120)
+        yield base, env, root / "serve.log", model
+    finally:
+        proc.stop(signal.SIGKILL)
 
 
 def standin_api(base, path, key=KEY, body=None):
@@ -261,6 +244,94 @@ def test_real_vllm_refusing_the_default_max_model_len_is_diagnosed_from_its_log(
     assert match, flat[-5000:]
     assert "262144" in match.group(1) and "\x1b" not in match.group(1)
     report(f"real vLLM's refusal, as serve_probe diagnosed it: {match.group(1)[:300]}")
+
+
+# The field's hybrid graft (../shared/notes/field-story.md): a model file taken from a newer vLLM imports a name the
+# image's vLLM lacks. vLLM inspects the architecture in a subprocess; the child's ImportError reaches the log wrapped in
+# `RuntimeError: Error raised in subprocess:`, every line behind an `ERROR ... [registry.py:NNN]` prefix, and pydantic's
+# "failed to be inspected" is the last error. The graft here is one import line added to the model's file.
+MISSING = "MambaStateCopyFuncFromANewerVllm"
+GRAFT_IMPORT = f"from vllm.model_executor.layers.mamba.mamba_utils import {MISSING}\n"
+GRAFT = "dgxspark-lab-graft"
+
+
+def graft(source: str) -> str:
+    """SOURCE with the grafted import before its first import (after any `from __future__`)."""
+    first = re.search(r"(?m)^(?:import |from (?!__future__ ))", source)
+    assert first, source[:500]
+    return source[:first.start()] + GRAFT_IMPORT + source[first.start():]
+
+
+def inspection_failure_shape(text):
+    """What a log of an inspection failure shows, read the way serve_probe reads it (colour codes and CRs out)."""
+    with_crs = ANSI.sub("", text)
+    plain = with_crs.replace("\r", "")
+    prefix = r"ERROR \d\d-\d\d \d\d:\d\d:\d\d \[registry\.py:\d+\] "
+    return {
+        # vLLM's NewLineFormatter: each line of a multi-line record ends in CR LF, the next repeats the prefix
+        "crlf": bool(re.search(prefix + r"Traceback \(most recent call last\):\r\n\(APIServer pid=\d+\) " + prefix,
+                               with_crs)),
+        "inspecting": bool(re.search(prefix + r"Error in inspecting model architecture '\w+'", plain)),
+        "wrapper": bool(re.search(prefix + r"RuntimeError: Error raised in subprocess:", plain)),
+        "child": bool(re.search(prefix + rf"ImportError: cannot import name '{MISSING}' from ", plain)),
+        "child_traceback": bool(re.search(prefix + r"Traceback \(most recent call last\):", plain)),
+        "final": bool(re.search(r"Value error, Model architectures \['\w+'\] failed to be inspected", plain)),
+        "order": plain.find(f"ImportError: cannot import name '{MISSING}'") < plain.rfind("failed to be inspected"),
+    }
+
+
+def test_real_vllm_inspection_failure_in_its_subprocess_is_diagnosed_from_its_log(deployed, standin, tmp_path):
+    assert deployed.returncode == 0, deployed.stdout[-3000:]
+    package = node_exec(node(1), "docker", "run", "--rm", "--entrypoint", "python3", IMAGE, "-c",
+                        "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])"
+                        ).stdout.strip()
+    module = f"{package}/model_executor/models/qwen3.py"
+    source = node_exec(node(1), "docker", "run", "--rm", "--entrypoint", "cat", IMAGE, module).stdout
+    node_exec(node(1), "sh", "-c", "cat > /tmp/graft-qwen3.py", input_text=graft(source))
+    node_exec(node(1), "docker", "rm", "-f", GRAFT, check=False)
+    node_exec(node(1), "docker", "run", "-d", "--name", GRAFT, "--network", "host", "--shm-size", "1g",
+              "-v", f"/tmp/graft-qwen3.py:{module}:ro", IMAGE, "serve", "/opt/lab/models/tiny-qwen3",
+              "--served-model-name", "tiny", "--host", mgmt_ip(1), "--port", "8031", "--max-model-len", "1024")
+    try:
+        proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", "dgxspark.vllm.serve_probe", "-a",
+                    json.dumps({"url": f"http://{mgmt_ip(1)}:8031", "model": "tiny", "containers": [GRAFT],
+                                "timeout": 300, "interval": 1})],
+                   check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
+        logs = subprocess.run(["docker", "exec", node(1), "docker", "logs", GRAFT], capture_output=True, check=True)
+    finally:
+        node_exec(node(1), "docker", "rm", "-f", GRAFT, check=False)
+        node_exec(node(1), "rm", "-f", "/tmp/graft-qwen3.py", check=False)
+    result = parse_adhoc(proc.stdout)
+    diagnosis = result["diagnosis"]
+    assert result["ready"] is False and diagnosis["category"] == "architecture_inspection_failed", result
+    assert diagnosis["root_exception"].startswith(f"ImportError: cannot import name '{MISSING}' from "), diagnosis
+    assert "Model architectures ['Qwen3ForCausalLM'] failed to be inspected" in diagnosis["summary"]
+    assert "\x1b" not in diagnosis["excerpt"] and "\r" not in diagnosis["excerpt"]
+    real = logs.stdout.decode(errors="replace") + logs.stderr.decode(errors="replace")
+    report(f"real vLLM's inspection failure, as serve_probe diagnosed it: {diagnosis['summary'][:300]}")
+
+    # The stand-in, grafted the same way, writes a log of the same shape and gets the same diagnosis.
+    _base, env, _log, model = standin
+    tree = tmp_path / "tree"
+    shutil.copytree(env["PYTHONPATH"], tree)
+    stand_module = tree / "vllm" / "model_executor" / "models" / "qwen3_5.py"
+    stand_module.write_text(graft(stand_module.read_text()))
+    fake = subprocess.run(vllm_cmd("serve", str(model), "--port", "0"), env=dict(env, PYTHONPATH=str(tree)),
+                          capture_output=True, timeout=300, check=False)
+    assert fake.returncode != 0
+    fake_text = fake.stdout.decode(errors="replace") + fake.stderr.decode(errors="replace")
+    want = {"crlf": True, "inspecting": True, "wrapper": True, "child": True, "child_traceback": True, "final": True, "order": True}
+    assert inspection_failure_shape(real) == want, real[-6000:]
+    assert inspection_failure_shape(fake_text) == want, fake_text[-6000:]
+    fake_root = diagnosis_of(fake_text)
+    assert fake_root["category"] == "architecture_inspection_failed"
+    assert fake_root["root_exception"].startswith(f"ImportError: cannot import name '{MISSING}' from "), fake_root
+
+
+def diagnosis_of(text):
+    sys.path.insert(0, str(REPO / ".collections"))
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import _diagnosis  # pylint: disable=import-outside-toplevel
+    return _diagnosis.classify(text)
 
 
 def test_teardown_leaves_no_headless_follower(deployed):

@@ -28,7 +28,12 @@ class _VllmFormatter(logging.Formatter):
         # Ray already prefixes lines forwarded from actors ("(RayWorkerWrapper pid=.., ip=..)")
         prefix = "" if role == "none" else f"({role} pid={os.getpid()}) "
         fmt_line = super().format(record)
-        # continuation lines (tracebacks) keep the prefix, as vLLM's decorated stdout does
+        # As vLLM's NewLineFormatter: every continuation line of a record (a traceback, a banner) repeats the
+        # record's own prefix (level, time, file:line) after a CR LF.
+        if record.message:
+            head = fmt_line.split(record.message)[0]
+            fmt_line = fmt_line.replace("\n", "\r\n" + head)
+        # and vLLM's decorated stdout puts the process prefix before every line
         return "\n".join(prefix + line for line in fmt_line.split("\n"))
 
 
