@@ -110,6 +110,24 @@ def ansible_env(**extra):
     return env
 
 
+# The collection as it was before the field-fidelity work (issue 12): tests that show a lab point would have caught a
+# field failure run this commit's roles against today's lab.
+AS_IT_WAS = "1b5e624"
+
+
+def collection_as_it_was(tmp_path, commit=AS_IT_WAS):
+    """COMMIT's tree laid out as the installed collection dgxspark.vllm under TMP_PATH; (its root, the ansible env
+    that resolves dgxspark.vllm there and nowhere else)."""
+    base = Path(tmp_path) / f"as-it-was-{commit}"
+    root = base / "ansible_collections" / "dgxspark" / "vllm"
+    root.mkdir(parents=True)
+    archive = subprocess.Popen(["git", "archive", commit], cwd=REPO, stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(root)], stdin=archive.stdout, check=True)
+    archive.stdout.close()
+    assert archive.wait() == 0, f"git archive {commit} failed (a shallow clone has no history: fetch it)"
+    return root, ansible_env(ANSIBLE_COLLECTIONS_PATH=str(base))
+
+
 def node_exec(node, *argv, check=True, input_text=None):
     return run(["docker", "exec", "-i", node, *argv], check=check, input_text=input_text)
 

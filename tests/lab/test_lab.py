@@ -9,8 +9,8 @@ import os
 import socket
 import pytest
 
-from labkit import (BIN, FABRIC_IFNAMES, INVENTORY, LAB, REPO, ansible_env, fabric2_ip, fabric_if, fabric_ip, mgmt_ip,
-                    node, node_exec, run)
+from labkit import (BIN, FABRIC_IFNAMES, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, fabric2_ip, fabric_if,
+                    fabric_ip, mgmt_ip, node, node_exec, run)
 
 
 # The preflight stage of deploy_qwen35.yml, alone (the whole deployment is tested in test_lab_deploy.py).
@@ -123,8 +123,11 @@ def test_fleet_validation_refuses_duplicate_fabric_ips(lab):
     proc = preflight("-e", '{"dgxspark_fabric_ip": "%s"}' % fabric_ip(89))
     assert proc.returncode != 0
     flat = " ".join(proc.stdout.split())
-    assert f"pair pair1: host {node(2)} has fabric IP {fabric_ip(89)}, which {node(1)} already uses" in flat
-    assert "TASK [dgxspark.vllm.preflight : Ask the Docker engine" not in proc.stdout  # nothing ran on the nodes
+    assert (f"cluster pair1: host {node(2)} has dgxspark_fabric_ip {fabric_ip(89)}, which {node(1)} (cluster pair1) "
+            "already uses" in flat), flat[-3000:]
+    assert proc.stdout.count("failed=1") == 2, proc.stdout[-3000:]
+    # Nothing ran on the nodes: the fleet is the first task, and it runs on the controller.
+    assert "TASK [dgxspark.vllm.preflight : Find the fabric interface" not in proc.stdout
 
 
 def test_preflight_names_the_node_with_a_wrong_fabric_ip(lab, tmp_path):
@@ -151,6 +154,20 @@ def fabric_mtu(mtus):
     finally:
         for index in mtus:
             node_exec(node(index), "ip", "link", "set", "dev", fabric_if(index), "mtu", "1500")
+
+
+def test_preflight_as_the_collection_was_stops_both_nodes_at_nvidia_netplan_mtu_1500(lab, tmp_path):
+    """The collection as it was (its own preflight playbook and roles) against the lab's fabric at 1500, the MTU
+    NVIDIA's netplan leaves: it refused a pair that serves."""
+    root, env = collection_as_it_was(tmp_path)
+    proc = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(root / "tests/lab/playbooks/preflight.yml")],
+               check=False, env=env)
+    assert proc.returncode != 0
+    flat = " ".join(proc.stdout.split())
+    for index in (1, 2):
+        assert f"fatal: [{node(index)}]: FAILED!" in proc.stdout, proc.stdout[-3000:]
+    assert (f"rdma_facts: fabric interface {fabric_if(1)} has MTU 1500, lower than the expected 9000 (option mtu)"
+            in flat), flat[-3000:]
 
 
 def test_nvidia_netplan_mtu_1500_warns_how_to_set_9000(lab):

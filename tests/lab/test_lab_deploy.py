@@ -9,7 +9,8 @@ import urllib.request
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, api_url, fabric_if, node, node_exec, run
+from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, collection_as_it_was, fabric_if, fabric_ip,
+                    node, node_exec, run)
 
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 KEY = "lab-api-key-not-a-secret"
@@ -63,6 +64,31 @@ def test_api_answers_on_the_lan_from_the_controller(deployed, lab):
         models = json.load(response)
     assert [m["id"] for m in models["data"]] == ["qwen3.5-122b-a10b-fp8"]
     assert f"at http://{head}:8000/v1," in " ".join(deployed.stdout.split())  # the summary prints that endpoint
+
+
+def test_api_where_the_collection_was_binding_it_answers_the_peer_but_not_the_controller(deployed, tmp_path):
+    """The collection as it was bound the API to the head's VLLM_HOST_IP, its fabric IP, unless vllm_serve_host was
+    set. A server there (here a plain HTTP server, the engine now listens on the LAN) answers the peer Spark across the
+    cable and nobody on the LAN: the controller has no route to the fabric."""
+    root, _env = collection_as_it_was(tmp_path)
+    present = (root / "roles" / "vllm_serve" / "tasks" / "present.yml").read_text()
+    assert "vllm_serve_head_ip: \"{{ hostvars[vllm_serve_pair_head].vllm_serve_node_env.VLLM_HOST_IP }}\"" in present
+    assert "vllm_serve_bind: \"{{ vllm_serve_host if vllm_serve_host | length > 0 else vllm_serve_head_ip }}\"" in present
+    assert 'vllm_serve_host: ""' in (root / "roles" / "vllm_serve" / "defaults" / "main.yml").read_text()
+    assert deployed.returncode == 0, deployed.stdout[-3000:]
+    node_exec(node(1), "sh", "-c", f"python3 -m http.server 8000 --bind {fabric_ip(1)} >/dev/null 2>&1 & "
+                                   "echo $! > /tmp/old-bind.pid")
+    try:
+        peer = node_exec(node(2), "python3", "-c", "import sys, urllib.request as u; "
+                         "print(u.urlopen(sys.argv[1], timeout=10).status)", f"http://{fabric_ip(1)}:8000/",
+                         check=False)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with pytest.raises(OSError) as unreachable:
+            opener.open(f"http://{fabric_ip(1)}:8000/", timeout=5)
+    finally:
+        node_exec(node(1), "sh", "-c", "kill $(cat /tmp/old-bind.pid); rm -f /tmp/old-bind.pid", check=False)
+    assert peer.stdout.strip() == "200", peer.stdout + peer.stderr
+    assert "No route to host" in str(unreachable.value), unreachable.value
 
 
 def test_nvidia_netplan_mtu_1500_warns_and_serves(deployed):

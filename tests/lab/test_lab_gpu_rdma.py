@@ -16,12 +16,11 @@ import subprocess
 import pytest
 import yaml
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, fabric_ip, node, node_exec, parse_adhoc, run
+from labkit import AS_IT_WAS, BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, fabric_ip, node, node_exec, parse_adhoc, run
 
 TINY = "dgxspark-lab/tiny:latest"
 ENGINE = "lab/vllm-qwen35:0.17"
 MODEL = "/srv/dgxspark/models/Qwen3.5-122B-A10B-FP8"
-AS_IT_WAS = "1b5e624"
 LABEL = "org.dgxspark.test=gpu-rdma"
 
 

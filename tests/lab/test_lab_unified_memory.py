@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, node, node_exec, run
+from labkit import AS_IT_WAS, BIN, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, node, node_exec, run
 
 SERVE = str(REPO / "tests" / "lab" / "playbooks" / "serve.yml")
 COMMON = ["-e", "vllm_serve_backend=mp", "-e", "dgxspark_image=lab/vllm-qwen35:0.17"]
@@ -70,6 +71,29 @@ def test_node_memory_is_a_gb10s_and_reading_the_weights_fills_its_page_cache(mem
     assert full["MemAvailable"] >= 101 * GIB  # the kernel counts clean page cache as available
     free = node_exec(node(1), "free", "-g").stdout.split("\n")[1].split()
     assert free[1] == "121", free  # `free` on the node agrees
+
+
+def test_engine_started_as_the_collection_was_into_a_full_page_cache_fails_in_vllm_words(memory_lab, tmp_path):
+    """The collection as it was started the engine right after model_sync had written the weights, at
+    gpu_memory_utilization 0.85, with nothing in its roles about the page cache: on a GB10 whose page cache holds
+    the checkpoint, vLLM's start-up guard refuses that (the engine below is given the GPU, as point 1 now does)."""
+    root, _env = collection_as_it_was(tmp_path)
+    defaults = yaml.safe_load((root / "roles" / "vllm_serve" / "defaults" / "main.yml").read_text())
+    utilisation = defaults["vllm_serve_gpu_memory_utilization"]
+    assert utilisation == 0.85, AS_IT_WAS
+    roles = " ".join(path.read_text() for path in (root / "roles").rglob("*.yml"))
+    # (its preflight only told the user to drop the page cache by hand when disk or memory looked short)
+    assert "unified_memory" not in roles and "fadvise" not in roles and "drop_caches:" not in roles
+    serve("-e", "vllm_serve_state=absent")
+    run([*LAB, "fill-cache"])
+    proc = node_exec(node(1), "docker", "run", "--rm", "--gpus", "all", "--network", "host", "--ipc", "host",
+                     "-v", "/srv/dgxspark/models/Qwen3.5-122B-A10B-FP8:/models/m:ro", "--entrypoint", "vllm",
+                     "lab/vllm-qwen35:0.17", "serve", "/models/m", "--port", "8013",
+                     "--gpu-memory-utilization", str(utilisation), check=False)
+    assert proc.returncode != 0
+    text = flat(proc)
+    assert "ValueError: Free memory on device cuda:0 (" in text and "on startup is less than desired GPU memory " \
+        "utilization (0.85, 103.44 GiB)" in text, text[-3000:]
 
 
 def test_deploy_after_the_weights_were_read_makes_room_then_serves(memory_lab):
