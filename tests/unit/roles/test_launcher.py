@@ -168,12 +168,17 @@ def test_auth_empty_file_and_directory(tmp_path):
         L.check_auth({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tmp_path)})
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads mode 000 files")
-def test_auth_unreadable_file(tmp_path):
+def test_auth_unreadable_file(tmp_path, monkeypatch):
     token = tmp_path / "auth_token"
     token.write_text(SECRET)
     token.chmod(0)
-    with pytest.raises(L.LaunchError, match="cannot read the token file"):
+
+    def denied(path, *args, **kwargs):
+        # What open() does for a non-root user on a mode-000 file (root would read it: CI runs as root).
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(L, "open", denied, raising=False)
+    with pytest.raises(L.LaunchError, match=r"cannot read the token file \(Permission denied\)"):
         L.check_auth({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
 
 
