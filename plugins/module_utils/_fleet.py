@@ -1,0 +1,237 @@
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet model: an inventory turned into clusters of DGX Sparks, and each node's place in its cluster.
+
+Pure functions over plain data (the ``groups`` magic variable and the few host variables the model reads), so
+that the action plugin ``dgxspark.vllm.fleet`` and the ``fleet_pairs`` filter share one implementation and the
+unit tests need no Ansible.
+
+A fleet is the group ``fleet_group`` (default ``spark_pairs``). A cluster is a group under it that holds exactly
+one host with ``dgxspark_node_role: head``, or the hosts that name it with ``dgxspark_cluster`` (or the older
+``dgxspark_pair``), which wins over group membership. A cluster has 1 to 8 nodes; the head is rank 0 and the
+workers follow in inventory order, or in the order of their ``dgxspark_rank`` when every worker sets one.
+
+Topology of the fabric (``dgxspark_fabric_topology``, read from every member and required to agree):
+``single`` for one node; ``direct`` (one cable, two nodes: the default for two) or ``switch`` (every member on one
+fabric subnet: required for three or more). A ring is refused: the collection gives each node one fabric interface
+and IP, and in a ring a node reaches its two neighbours through two different ports.
+"""
+
+from __future__ import annotations
+
+ROLE_VAR = "dgxspark_node_role"
+CLUSTER_VAR = "dgxspark_cluster"
+PAIR_VAR = "dgxspark_pair"  # the name of CLUSTER_VAR before clusters had more than two nodes
+FABRIC_IP_VAR = "dgxspark_fabric_ip"
+TOPOLOGY_VAR = "dgxspark_fabric_topology"
+RANK_VAR = "dgxspark_rank"
+HOST_VARS = (ROLE_VAR, CLUSTER_VAR, PAIR_VAR, FABRIC_IP_VAR, TOPOLOGY_VAR, RANK_VAR)
+
+MAX_NODES = 8
+TOPOLOGIES = ("single", "direct", "switch")
+SPECIAL_GROUPS = ("all", "ungrouped")
+
+
+def _role(hostvars: dict, host: str) -> str:
+    return str((hostvars.get(host) or {}).get(ROLE_VAR, "") or "")
+
+
+def _explicit_cluster(hostvars: dict, host: str) -> str:
+    hv = hostvars.get(host) or {}
+    return str(hv.get(CLUSTER_VAR) or hv.get(PAIR_VAR) or "")
+
+
+def _rank(value) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ValueError(value)
+    rank = int(value)
+    if str(rank) != str(value).strip():
+        raise ValueError(value)
+    return rank
+
+
+def _order_members(name: str, head: str | None, workers: list[str], hostvars: dict, errors: list[str]) -> list[str]:
+    """The cluster's members in rank order: the head, then the workers (by dgxspark_rank when every worker sets one)."""
+    ranks: dict[str, int] = {}
+    for host in workers:
+        raw = (hostvars.get(host) or {}).get(RANK_VAR)
+        try:
+            rank = _rank(raw)
+        except (TypeError, ValueError):
+            errors.append(f"cluster {name}: host {host}: {RANK_VAR} is '{raw}'; set it to a whole number from 1 to "
+                          f"{len(workers)} (the head is rank 0), or leave it unset on every worker of the cluster")
+            return ([head] if head else []) + workers
+        if rank is not None:
+            ranks[host] = rank
+    head_rank = (hostvars.get(head) or {}).get(RANK_VAR) if head else None
+    if head_rank not in (None, "", 0, "0"):
+        errors.append(f"cluster {name}: host {head}: {RANK_VAR} is '{head_rank}' on the head; the head is rank 0: "
+                      f"remove {RANK_VAR} from it")
+    if ranks and len(ranks) != len(workers):
+        unset = [h for h in workers if h not in ranks]
+        errors.append(f"cluster {name}: {RANK_VAR} is set on some workers and not on {', '.join(unset)}; set it on "
+                      "every worker of the cluster or on none")
+    elif ranks:
+        if sorted(ranks.values()) != list(range(1, len(workers) + 1)):
+            listed = ", ".join(f"{h}={r}" for h, r in sorted(ranks.items(), key=lambda item: item[1]))
+            errors.append(f"cluster {name}: the workers' {RANK_VAR} values ({listed}) must be 1 to {len(workers)}, "
+                          "each once")
+        else:
+            workers = sorted(workers, key=lambda h: ranks[h])
+    return ([head] if head else []) + workers
+
+
+def _topology(name: str, members: list[str], hostvars: dict, errors: list[str]) -> str:
+    said = {}
+    for host in members:
+        value = (hostvars.get(host) or {}).get(TOPOLOGY_VAR)
+        if value not in (None, ""):
+            said[host] = str(value)
+    if len(set(said.values())) > 1:
+        listed = ", ".join(f"{h}={v}" for h, v in sorted(said.items()))
+        errors.append(f"cluster {name}: its members disagree on {TOPOLOGY_VAR} ({listed}); set it once, on the "
+                      "cluster's group")
+        return ""
+    size = len(members)
+    topology = next(iter(said.values()), "single" if size == 1 else "direct" if size == 2 else "")
+    where = f"cluster {name}"
+    if topology == "ring":
+        errors.append(f"{where}: {TOPOLOGY_VAR} 'ring' is not supported: the collection gives each Spark one fabric "
+                      "interface and IP, and in a ring a Spark reaches its two neighbours through two different "
+                      f"ports. Cable the {size} Sparks to one switch and set {TOPOLOGY_VAR}: switch")
+    elif topology not in TOPOLOGIES:
+        if size > 2 and not said:
+            errors.append(f"{where}: it has {size} Sparks and no {TOPOLOGY_VAR}; more than two Sparks share a fabric "
+                          f"through a switch: cable them to one and set {TOPOLOGY_VAR}: switch on the cluster's group")
+        else:
+            errors.append(f"{where}: {TOPOLOGY_VAR} is '{topology}'; set it to one of {', '.join(TOPOLOGIES)}")
+    elif topology == "single" and size != 1:
+        errors.append(f"{where}: {TOPOLOGY_VAR} is 'single' but the cluster has {size} Sparks; set it to "
+                      f"{'direct or switch' if size == 2 else 'switch'}")
+    elif topology == "direct" and size != 2:
+        errors.append(f"{where}: {TOPOLOGY_VAR} is 'direct' (one cable between two Sparks) but the cluster has "
+                      f"{size} Spark(s); {'remove it' if size == 1 else f'cable them to one switch and set {TOPOLOGY_VAR}: switch'}")
+    elif topology == "switch" and size == 1:
+        topology = "single"
+    return topology
+
+
+def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus_per_node: int = 1,
+                  parallel: dict | None = None, max_nodes: int = MAX_NODES) -> dict:
+    """The fleet model of FLEET in GROUPS.
+
+    HOSTVARS maps each host to the variables in HOST_VARS (others are ignored). PARALLEL maps a host (or ``"*"``
+    for every cluster) to ``{"tensor": int, "pipeline": int, "variables": (str, str)}``: the parallel sizes that
+    host's play will serve its cluster with, checked against the cluster's GPUs.
+
+    Returns ``{"group", "clusters", "host_cluster", "nodes", "errors"}``: clusters by name (``head``, ``workers``,
+    ``members`` in rank order, ``size``, ``gpus``, ``topology``, ``fabric_ips``), each host's cluster, each host's
+    place (``cluster``, ``head``, ``members``, ``rank``, ``is_head``, ``size``, ``gpus``, ``topology``,
+    ``fabric_ip``) and every problem found, as sentences naming the cluster, host and variable and the fix.
+    """
+    errors: list[str] = []
+    if fleet not in groups:
+        return {"group": fleet, "clusters": {}, "host_cluster": {}, "nodes": {}, "errors": [
+            f"the inventory has no group '{fleet}': put every cluster's group under it (see "
+            "inventories/example/hosts.yml), or set dgxspark_fleet_group to the group that holds them"]}
+    fleet_hosts = list(dict.fromkeys(groups[fleet]))
+    fleet_set = set(fleet_hosts)
+
+    for host in fleet_hosts:
+        if _role(hostvars, host) not in ("head", "worker"):
+            errors.append(f"host {host}: {ROLE_VAR} is '{_role(hostvars, host) or 'unset'}'; set it to head or worker")
+
+    candidates = {}
+    for name, members in groups.items():
+        if name in SPECIAL_GROUPS or name == fleet or not members or not set(members) <= fleet_set:
+            continue
+        if sum(1 for h in members if _role(hostvars, h) == "head") == 1:
+            candidates[name] = list(members)
+
+    host_cluster: dict[str, str] = {}
+    for host in fleet_hosts:
+        explicit = _explicit_cluster(hostvars, host)
+        if explicit:
+            host_cluster[host] = explicit
+            continue
+        mine = [g for g, members in candidates.items() if host in members]
+        if not mine:
+            errors.append(f"host {host}: it is in no cluster (a group under '{fleet}' with exactly one head); add it "
+                          f"to its cluster's group or set {CLUSTER_VAR} for it")
+        elif len(mine) > 1:
+            errors.append(f"host {host}: it is in several groups that look like clusters ({', '.join(sorted(mine))}); "
+                          f"a host belongs to one cluster: move it, or set {CLUSTER_VAR} to the right one")
+        else:
+            host_cluster[host] = mine[0]
+
+    clusters: dict[str, dict] = {}
+    for host in fleet_hosts:
+        name = host_cluster.get(host)
+        if name is None:
+            continue
+        entry = clusters.setdefault(name, {"head": None, "workers": [], "fabric_ips": {}})
+        if _role(hostvars, host) == "head":
+            if entry["head"] is not None:
+                errors.append(f"cluster {name}: it has two heads ({entry['head']}, {host}); exactly one host per "
+                              f"cluster has {ROLE_VAR}: head")
+            else:
+                entry["head"] = host
+        elif _role(hostvars, host) == "worker":
+            entry["workers"].append(host)
+        ip = (hostvars.get(host) or {}).get(FABRIC_IP_VAR)
+        if ip:
+            entry["fabric_ips"][host] = str(ip)
+
+    seen_ips: dict[str, tuple[str, str]] = {}
+    parallel = parallel or {}
+    for name, entry in sorted(clusters.items()):
+        if entry["head"] is None:
+            errors.append(f"cluster {name}: it has no head; set {ROLE_VAR}: head on exactly one of its hosts")
+        members = _order_members(name, entry["head"], entry["workers"], hostvars, errors)
+        entry["members"] = members
+        entry["hosts"] = members  # the name fleet_pairs has always used
+        entry["workers"] = members[1:] if entry["head"] else members
+        entry["size"] = len(members)
+        entry["gpus"] = len(members) * gpus_per_node
+        if len(members) > max_nodes:
+            errors.append(f"cluster {name}: it has {len(members)} Sparks ({', '.join(members)}); a cluster has 1 to "
+                          f"{max_nodes}: split it into clusters (groups under '{fleet}', each with one head)")
+        entry["topology"] = _topology(name, members, hostvars, errors)
+        checks = [(h, parallel[h]) for h in members if h in parallel] or (
+            [("", parallel["*"])] if "*" in parallel else [])
+        for host, want in checks:
+            tensor, pipeline = int(want["tensor"]), int(want["pipeline"])
+            tp_var, pp_var = want.get("variables") or ("tensor_parallel_size", "pipeline_parallel_size")
+            if tensor < 1 or pipeline < 1 or tensor * pipeline != entry["gpus"]:
+                who = f"host {host}: " if host else ""
+                errors.append(f"cluster {name}: {who}{tp_var} x {pp_var} is {tensor} x {pipeline} = "
+                              f"{tensor * pipeline} GPU(s), but the cluster has {entry['size']} Spark(s) = "
+                              f"{entry['gpus']} GPU(s); set them so that the product is {entry['gpus']} "
+                              f"(e.g. {tp_var}={entry['gpus']} and {pp_var}=1), or add or remove nodes")
+        for host, ip in entry["fabric_ips"].items():
+            if ip in seen_ips:
+                other, other_cluster = seen_ips[ip]
+                errors.append(f"cluster {name}: host {host} has {FABRIC_IP_VAR} {ip}, which {other} (cluster "
+                              f"{other_cluster}) already uses; fabric IPs must be unique across the fleet")
+            else:
+                seen_ips[ip] = (host, name)
+
+    nodes = {}
+    for name, entry in clusters.items():
+        for rank, host in enumerate(entry["members"]):
+            nodes[host] = {"cluster": name, "head": entry["head"], "members": list(entry["members"]), "rank": rank,
+                           "is_head": host == entry["head"], "size": entry["size"], "gpus": entry["gpus"],
+                           "topology": entry["topology"], "fabric_ip": entry["fabric_ips"].get(host, "")}
+    return {"group": fleet, "clusters": clusters, "host_cluster": host_cluster, "nodes": nodes, "errors": errors}
+
+
+def plain_hostvars(groups: dict, hostvars, fleet: str) -> dict:
+    """The variables the model reads, for the fleet's hosts, from Ansible's lazy HOSTVARS (templating every variable
+    of a host would fail on unrelated undefined ones, such as a vault variable this play does not use)."""
+    out = {}
+    for host in groups.get(fleet, []):
+        hv = hostvars[host] if host in hostvars else {}
+        out[host] = {key: hv.get(key) for key in HOST_VARS}
+    return out

@@ -1,0 +1,103 @@
+#!/usr/bin/python
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Documentation of the action plugin dgxspark.vllm.fleet (it runs on the controller only)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fleet
+short_description: Publish the fleet of DGX Spark clusters and this node's place in it, from the inventory
+version_added: 0.2.0
+author:
+  - dgxspark.vllm maintainers (@dgxspark)
+description:
+  - Reads the inventory (the C(groups) magic variable and a few host variables) on the controller and publishes two
+    facts, the contract every role of the collection reads, so that no role works the fleet out again.
+  - C(dgxspark_fleet), the same on every host, describes every cluster of the fleet group. C(dgxspark_node) is this
+    host's place in it - cluster, head, members in rank order, rank, whether it is the head, size, GPUs, fabric
+    topology and the inventory's fabric IP. The preflight adds what only the node can tell (fabric interface, IP, NCCL
+    and RoCE environment, LAN address) to C(dgxspark_node).
+  - A cluster is a group under the fleet group with exactly one host whose C(dgxspark_node_role) is V(head), or the
+    hosts naming it with C(dgxspark_cluster) (or the older C(dgxspark_pair)). It has 1 to 8 nodes; the head is rank 0
+    and the workers follow in inventory order, or in C(dgxspark_rank) order when every worker sets one.
+  - The fabric topology, C(dgxspark_fabric_topology), is V(single) for one node, V(direct) (one cable; the default for
+    two) or V(switch) (every member on one fabric; required for three or more). A ring is refused, with the reason.
+  - Inventory mistakes fail the task before anything runs on a node, each named with its cluster, host, variable and
+    fix - a host in no cluster or in two, no head or two, more than 8 nodes, a topology that does not fit, ranks that
+    are not 1..N-1, duplicate fabric IPs, and parallel sizes whose product is not the cluster's GPU count.
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+  - dgxspark.vllm.attributes.read_only
+attributes:
+  action:
+    support: full
+    description: Runs on the controller as an action plugin; no module is sent to the node.
+  platform:
+    support: full
+    platforms: posix
+options:
+  fleet_group:
+    description:
+      - The group that holds every cluster's group. The default is the play's C(dgxspark_fleet_group), else
+        V(spark_pairs).
+    type: str
+  tensor_parallel_size:
+    description:
+      - Tensor parallel size this host's cluster will serve with. With O(pipeline_parallel_size), checked against the
+        cluster's GPU count. Unset skips the check.
+    type: int
+  pipeline_parallel_size:
+    description: Pipeline parallel size this host's cluster will serve with.
+    type: int
+    default: 1
+  parallel_variables:
+    description: Names of the variables that set the two sizes, used in error messages.
+    type: list
+    elements: str
+    default: [vllm_serve_tensor_parallel_size, vllm_serve_pipeline_parallel_size]
+  gpus_per_node:
+    description: GPUs per node (one GB10 per DGX Spark).
+    type: int
+    default: 1
+seealso:
+  - module: dgxspark.vllm.rdma_facts
+notes:
+  - The facts are computed from the inventory alone, so they are the same whichever host computes them.
+"""
+
+EXAMPLES = r"""
+- name: Publish the fleet and each node's place in it
+  dgxspark.vllm.fleet:
+    tensor_parallel_size: "{{ vllm_serve_tensor_parallel_size }}"
+    pipeline_parallel_size: "{{ vllm_serve_pipeline_parallel_size }}"
+
+- name: Show the ranks
+  ansible.builtin.debug:
+    msg: "{{ dgxspark_node.cluster }} rank {{ dgxspark_node.rank }} of {{ dgxspark_node.size }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The two facts.
+  returned: success
+  type: dict
+  contains:
+    dgxspark_fleet:
+      description:
+        - C(group), C(clusters) (name to C(head), C(workers), C(members) in rank order, C(hosts) (the same list),
+          C(size), C(gpus), C(topology), C(fabric_ips)) and C(host_cluster) (host to cluster name).
+      type: dict
+      sample:
+        group: spark_pairs
+        clusters:
+          pair1: {head: spark-1, workers: [spark-2], members: [spark-1, spark-2], hosts: [spark-1, spark-2], size: 2,
+                  gpus: 2, topology: direct, fabric_ips: {spark-1: 192.168.100.11, spark-2: 192.168.100.12}}
+        host_cluster: {spark-1: pair1, spark-2: pair1}
+    dgxspark_node:
+      description: This host's C(cluster), C(head), C(members), C(rank), C(is_head), C(size), C(gpus), C(topology)
+        and C(fabric_ip) (from the inventory; empty when the preflight is to find it).
+      type: dict
+      sample: {cluster: pair1, head: spark-1, members: [spark-1, spark-2], rank: 1, is_head: false, size: 2, gpus: 2,
+               topology: direct, fabric_ip: 192.168.100.12}
+"""

@@ -1,0 +1,205 @@
+"""The fleet model: clusters of 1 to 8 Sparks from the inventory, each node's place, and every inventory mistake
+named with its cluster, host, variable and fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import resolve_fleet
+
+
+def inv(clusters, extra_groups=None, topology=None):
+    """CLUSTERS: name -> [(host, role)]; every host gets a unique fabric IP, every cluster TOPOLOGY if given."""
+    groups = {"all": [], "ungrouped": [], "spark_pairs": []}
+    hostvars = {}
+    for name, hosts in clusters.items():
+        groups[name] = [host for host, _role in hosts]
+        for host, role in hosts:
+            groups["spark_pairs"].append(host)
+            groups["all"].append(host)
+            hostvars[host] = {"dgxspark_node_role": role, "dgxspark_fabric_ip": f"192.168.100.{len(hostvars) + 11}"}
+            if topology:
+                hostvars[host]["dgxspark_fabric_topology"] = topology
+    groups.update(extra_groups or {})
+    return groups, hostvars
+
+
+def nodes(n, name="c1"):
+    return {name: [("h0", "head")] + [(f"w{i}", "worker") for i in range(1, n)]}
+
+
+def test_two_pairs_resolved_head_first_with_each_nodes_place():
+    groups, hv = inv({"pair1": [("s2", "worker"), ("s1", "head")], "pair2": [("s3", "head"), ("s4", "worker")]})
+    fleet = resolve_fleet(groups, hv, parallel={"*": {"tensor": 2, "pipeline": 1}})
+    assert fleet["errors"] == []
+    pair1 = fleet["clusters"]["pair1"]
+    assert pair1["members"] == pair1["hosts"] == ["s1", "s2"] and pair1["workers"] == ["s2"]
+    assert (pair1["size"], pair1["gpus"], pair1["topology"]) == (2, 2, "direct")
+    assert fleet["host_cluster"] == {"s2": "pair1", "s1": "pair1", "s3": "pair2", "s4": "pair2"}
+    assert fleet["nodes"]["s2"] == {"cluster": "pair1", "head": "s1", "members": ["s1", "s2"], "rank": 1,
+                                    "is_head": False, "size": 2, "gpus": 2, "topology": "direct",
+                                    "fabric_ip": "192.168.100.11"}
+    assert fleet["nodes"]["s1"]["rank"] == 0 and fleet["nodes"]["s1"]["is_head"] is True
+
+
+def test_one_node_cluster_is_single():
+    groups, hv = inv(nodes(1))
+    fleet = resolve_fleet(groups, hv, parallel={"h0": {"tensor": 1, "pipeline": 1}})
+    assert fleet["errors"] == []
+    assert fleet["nodes"]["h0"] == {"cluster": "c1", "head": "h0", "members": ["h0"], "rank": 0, "is_head": True,
+                                    "size": 1, "gpus": 1, "topology": "single", "fabric_ip": "192.168.100.11"}
+
+
+@pytest.mark.parametrize("size", [3, 4, 8])
+def test_clusters_of_three_to_eight_on_a_switch_in_inventory_order(size):
+    groups, hv = inv(nodes(size), topology="switch")
+    fleet = resolve_fleet(groups, hv, parallel={"w1": {"tensor": size, "pipeline": 1}})
+    assert fleet["errors"] == []
+    assert fleet["clusters"]["c1"]["members"] == ["h0"] + [f"w{i}" for i in range(1, size)]
+    assert [fleet["nodes"][h]["rank"] for h in fleet["clusters"]["c1"]["members"]] == list(range(size))
+
+
+def test_tp2_pp2_on_four_nodes():
+    groups, hv = inv(nodes(4), topology="switch")
+    assert resolve_fleet(groups, hv, parallel={"h0": {"tensor": 2, "pipeline": 2}})["errors"] == []
+
+
+def test_nine_nodes_is_too_many():
+    groups, hv = inv(nodes(9), topology="switch")
+    errors = resolve_fleet(groups, hv)["errors"]
+    assert len(errors) == 1 and errors[0].startswith("cluster c1: it has 9 Sparks (h0, w1,")
+    assert "a cluster has 1 to 8: split it into clusters" in errors[0]
+
+
+def test_three_nodes_without_a_topology_need_a_switch():
+    groups, hv = inv(nodes(3))
+    assert resolve_fleet(groups, hv)["errors"] == [
+        "cluster c1: it has 3 Sparks and no dgxspark_fabric_topology; more than two Sparks share a fabric through a "
+        "switch: cable them to one and set dgxspark_fabric_topology: switch on the cluster's group"]
+
+
+def test_a_ring_is_refused_with_the_reason():
+    groups, hv = inv(nodes(3), topology="ring")
+    (error,) = resolve_fleet(groups, hv)["errors"]
+    assert error.startswith("cluster c1: dgxspark_fabric_topology 'ring' is not supported: the collection gives each "
+                            "Spark one fabric interface and IP")
+    assert error.endswith("Cable the 3 Sparks to one switch and set dgxspark_fabric_topology: switch")
+
+
+@pytest.mark.parametrize("size, topology, message", [
+    (3, "direct", "'direct' (one cable between two Sparks) but the cluster has 3 Spark(s); cable them to one switch"),
+    (2, "single", "'single' but the cluster has 2 Sparks; set it to direct or switch"),
+    (2, "mesh", "dgxspark_fabric_topology is 'mesh'; set it to one of single, direct, switch"),
+])
+def test_topology_that_does_not_fit(size, topology, message):
+    groups, hv = inv(nodes(size), topology=topology)
+    (error,) = resolve_fleet(groups, hv)["errors"]
+    assert error.startswith("cluster c1: ") and message in error
+
+
+def test_members_disagreeing_on_topology():
+    groups, hv = inv(nodes(2))
+    hv["h0"]["dgxspark_fabric_topology"] = "switch"
+    hv["w1"]["dgxspark_fabric_topology"] = "direct"
+    assert resolve_fleet(groups, hv)["errors"] == [
+        "cluster c1: its members disagree on dgxspark_fabric_topology (h0=switch, w1=direct); set it once, on the "
+        "cluster's group"]
+
+
+def test_two_nodes_on_a_switch():
+    groups, hv = inv(nodes(2), topology="switch")
+    fleet = resolve_fleet(groups, hv)
+    assert fleet["errors"] == [] and fleet["clusters"]["c1"]["topology"] == "switch"
+
+
+def test_explicit_ranks_order_the_workers():
+    groups, hv = inv(nodes(4), topology="switch")
+    hv["w1"]["dgxspark_rank"], hv["w2"]["dgxspark_rank"], hv["w3"]["dgxspark_rank"] = 3, "1", 2
+    fleet = resolve_fleet(groups, hv)
+    assert fleet["errors"] == [] and fleet["clusters"]["c1"]["members"] == ["h0", "w2", "w3", "w1"]
+    assert fleet["nodes"]["w1"]["rank"] == 3
+
+
+@pytest.mark.parametrize("ranks, message", [
+    ({"w1": 1, "w2": 1, "w3": 2}, "the workers' dgxspark_rank values (w1=1, w2=1, w3=2) must be 1 to 3, each once"),
+    ({"w1": 1}, "dgxspark_rank is set on some workers and not on w2, w3; set it on every worker of the cluster or on none"),
+    ({"w1": "first", "w2": 2, "w3": 3}, "host w1: dgxspark_rank is 'first'; set it to a whole number from 1 to 3"),
+    ({"h0": 2}, "host h0: dgxspark_rank is '2' on the head; the head is rank 0"),
+])
+def test_bad_ranks(ranks, message):
+    groups, hv = inv(nodes(4), topology="switch")
+    for host, rank in ranks.items():
+        hv[host]["dgxspark_rank"] = rank
+    errors = resolve_fleet(groups, hv)["errors"]
+    assert any(e.startswith("cluster c1: ") and message in e for e in errors), errors
+
+
+def test_parallel_sizes_must_cover_the_clusters_gpus_naming_host_and_variables():
+    groups, hv = inv(nodes(4), topology="switch")
+    errors = resolve_fleet(groups, hv, parallel={"w2": {"tensor": 2, "pipeline": 1, "variables": (
+        "dgxspark_tensor_parallel_size", "dgxspark_pipeline_parallel_size")}})["errors"]
+    assert errors == [
+        "cluster c1: host w2: dgxspark_tensor_parallel_size x dgxspark_pipeline_parallel_size is 2 x 1 = 2 GPU(s), but "
+        "the cluster has 4 Spark(s) = 4 GPU(s); set them so that the product is 4 (e.g. "
+        "dgxspark_tensor_parallel_size=4 and dgxspark_pipeline_parallel_size=1), or add or remove nodes"]
+
+
+def test_parallel_sizes_per_host_check_only_that_hosts_cluster():
+    groups, hv = inv({"big": [("b0", "head")] + [(f"b{i}", "worker") for i in range(1, 4)],
+                      "small": [("s0", "head"), ("s1", "worker")]})
+    for host in ("b0", "b1", "b2", "b3"):
+        hv[host]["dgxspark_fabric_topology"] = "switch"
+    assert resolve_fleet(groups, hv, parallel={"b0": {"tensor": 4, "pipeline": 1},
+                                               "s1": {"tensor": 2, "pipeline": 1}})["errors"] == []
+
+
+def test_cross_cutting_groups_without_one_head_are_not_clusters():
+    groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")], "pair2": [("s3", "head"), ("s4", "worker")]},
+                     extra_groups={"heads": ["s1", "s3"], "workers": ["s2", "s4"]})
+    fleet = resolve_fleet(groups, hv)
+    assert fleet["errors"] == [] and sorted(fleet["clusters"]) == ["pair1", "pair2"]
+
+
+def test_a_host_in_two_clusters_is_named():
+    groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")]}, extra_groups={"heads": ["s1"]})
+    errors = resolve_fleet(groups, hv)["errors"]
+    assert any(e.startswith("host s1: it is in several groups that look like clusters (heads, pair1)") for e in errors)
+
+
+@pytest.mark.parametrize("var", ["dgxspark_cluster", "dgxspark_pair"])
+def test_explicit_cluster_wins(var):
+    groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")]}, extra_groups={"heads": ["s1"]})
+    hv["s1"][var] = "pair1"
+    assert resolve_fleet(groups, hv)["errors"] == []
+
+
+@pytest.mark.parametrize("roles, message", [
+    ([("s1", "worker"), ("s2", "worker")], "host s1: it is in no cluster"),
+    ([("s1", "head"), ("s2", "bogus")], "host s2: dgxspark_node_role is 'bogus'; set it to head or worker"),
+])
+def test_bad_roles(roles, message):
+    groups, hv = inv({"pair1": roles})
+    assert any(message in e for e in resolve_fleet(groups, hv)["errors"])
+
+
+def test_two_heads_and_no_head():
+    groups, hv = inv({"pair1": [("s1", "head"), ("s2", "head")], "pair2": [("s3", "worker"), ("s4", "worker")]})
+    for host in ("s1", "s2"):
+        hv[host]["dgxspark_cluster"] = "pair1"
+    for host in ("s3", "s4"):
+        hv[host]["dgxspark_cluster"] = "pair2"
+    errors = resolve_fleet(groups, hv)["errors"]
+    assert "cluster pair1: it has two heads (s1, s2); exactly one host per cluster has dgxspark_node_role: head" in errors
+    assert "cluster pair2: it has no head; set dgxspark_node_role: head on exactly one of its hosts" in errors
+
+
+def test_duplicate_fabric_ips_across_clusters():
+    groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")], "pair2": [("s3", "head"), ("s4", "worker")]})
+    hv["s3"]["dgxspark_fabric_ip"] = hv["s1"]["dgxspark_fabric_ip"]
+    assert resolve_fleet(groups, hv)["errors"] == [
+        "cluster pair2: host s3 has dgxspark_fabric_ip 192.168.100.11, which s1 (cluster pair1) already uses; fabric "
+        "IPs must be unique across the fleet"]
+
+
+def test_missing_fleet_group():
+    assert "no group 'spark_pairs'" in resolve_fleet({"all": []}, {})["errors"][0]
