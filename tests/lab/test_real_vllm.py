@@ -25,6 +25,12 @@ import pytest
 
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, mgmt_ip, node, node_exec, parse_adhoc, report, run
 
+# The stand-in's build and test helpers (lab/engine), for the comparison below.
+sys.path[:0] = [str(REPO / "lab" / "engine"), str(REPO / "lab" / "engine" / "tests")]
+import build_wheel  # noqa: E402  pylint: disable=wrong-import-position
+import make_models  # noqa: E402  pylint: disable=wrong-import-position
+from enginekit import Proc, flavour_env, free_port, vllm_cmd, wait_ready  # noqa: E402  pylint: disable=wrong-import-position
+
 IMAGE = "lab/vllm-cpu:0.32"
 VARS = REPO / "tests" / "lab" / "vars" / "real_vllm.yml"
 KEY = "lab-api-key-not-a-secret"
@@ -111,10 +117,6 @@ def deployed_image():
 # ---------------------------------------------------------------- the stand-in held to the real thing
 # The stand-in (lab/engine, flavour 0.17) runs on the controller's loopback; the real engine is the deployed one, and
 # its CLI runs in a container of the same image on this machine's engine (no second 3.5 GB install).
-sys.path[:0] = [str(REPO / "lab" / "engine"), str(REPO / "lab" / "engine" / "tests")]
-import build_wheel  # noqa: E402  pylint: disable=wrong-import-position
-import make_models  # noqa: E402  pylint: disable=wrong-import-position
-from enginekit import Proc, flavour_env, free_port, vllm_cmd, wait_ready  # noqa: E402  pylint: disable=wrong-import-position
 
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
