@@ -61,10 +61,16 @@ def mtu_mismatch(ends: list[tuple[str, str, int | None]], pair: str) -> str:
         return ""
     listed = ", ".join(f"{host} {ifname} {mtu}" for host, ifname, mtu in ends)
     top = max((mtu or 0) for _host, _ifname, mtu in ends)
-    return (f"the two ends of {pair}'s fabric have different MTUs: {listed}. Frames above the smaller MTU are dropped"
-            f" on the way to that node. Set the same MTU on both ends: `mtu: {top}` on the fabric interface and its twin"
-            " in /etc/netplan/40-cx7.yaml on every node of the pair (or remove it on every node), then"
-            " `sudo netplan apply`; nothing was started on this pair")
+    if len(ends) == 2:
+        return (f"the two ends of {pair}'s fabric have different MTUs: {listed}. Frames above the smaller MTU are "
+                f"dropped on the way to that node. Set the same MTU on both ends: `mtu: {top}` on the fabric interface "
+                "and its twin in /etc/netplan/40-cx7.yaml on every node of the pair (or remove it on every node), then"
+                " `sudo netplan apply`; nothing was started on this pair")
+    return (f"the {len(ends)} nodes of {pair}'s fabric have different MTUs: {listed}. Frames above the smallest MTU are"
+            f" dropped on the way to the nodes that have it. Set the same MTU on every node: `mtu: {top}` on the fabric"
+            " interface and its twin in /etc/netplan/40-cx7.yaml on every node of the cluster, and the same on the"
+            " switch's ports (or remove it on every node), then `sudo netplan apply`; nothing was started on this"
+            " cluster")
 
 
 def fabric_mtu_mismatch(hosts, hostvars, pair, fact="preflight_fabric"):

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ansible_collections.dgxspark.vllm.plugins.filter.fabric_mtu import fabric_mtu_mismatch
+from ansible_collections.dgxspark.vllm.plugins.filter.fabric_mtu import fabric_mtu_mismatch, mtu_mismatch
 
 
 def hostvars(**mtus):
@@ -30,3 +30,13 @@ def test_other_fact_name_and_per_host_interfaces():
     hv = {"s1": {"fab": {"fabric_interface": "enp1s0f1np1", "fabric_mtu": 9000}},
           "s2": {"fab": {"fabric_interface": "enp1s0f0np0", "fabric_mtu": 1500}}}
     assert "s1 enp1s0f1np1 9000, s2 enp1s0f0np0 1500" in fabric_mtu_mismatch(["s1", "s2"], hv, "p", fact="fab")
+
+
+def test_a_cluster_of_four_on_a_switch_names_every_node():
+    ends = [("s1", "enp1s0f1np1", 9000), ("s2", "enp1s0f1np1", 9000), ("s3", "enp1s0f1np1", 1500),
+            ("s4", "enp1s0f1np1", 9000)]
+    message = mtu_mismatch(ends, "cluster1")
+    assert message.startswith("the 4 nodes of cluster1's fabric have different MTUs: s1 enp1s0f1np1 9000, "
+                              "s2 enp1s0f1np1 9000, s3 enp1s0f1np1 1500, s4 enp1s0f1np1 9000.")
+    assert "`mtu: 9000`" in message and "the switch's ports" in message
+    assert mtu_mismatch([(h, i, 9000) for h, i, _m in ends], "cluster1") == ""
