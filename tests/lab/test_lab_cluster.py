@@ -1,0 +1,137 @@
+"""Clusters, not pairs: four lab Sparks behind one switch serving one model with TP=4, through deploy_qwen35.yml.
+
+The inventory has one cluster of four (lab.py up --cluster-size 4 --fabric-topology switch): the head is rank 0 and
+the workers ranks 1 to 3. The image is on the head only, so image_sync relays it to the three others. Ray forms a
+cluster of four and waits for four GPUs; the mp backend runs `--nnodes 4` with ranks 1 to 3 headless. A worker killed
+while the cluster forms fails the deploy naming that node, and nothing is left running on the other three.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, api_url, node, node_exec, recap, run
+
+NODES = 4
+ENGINE = "lab/vllm-qwen35:0.17"
+DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
+TEARDOWN = str(REPO / "playbooks" / "teardown.yml")
+KEY = "lab-api-key-not-a-secret"
+TP4 = ["-e", "dgxspark_tensor_parallel_size=4"]
+
+
+def deploy(*args, timeout=1500):
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), DEPLOY, *TP4, *args], check=False,
+               env=ansible_env(), timeout=timeout)
+
+
+def teardown():
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), TEARDOWN], check=False, env=ansible_env())
+
+
+def flat(proc):
+    return " ".join((proc.stdout + proc.stderr).split())
+
+
+def engines(i):
+    """Node I's engine containers: name -> (id, start time, argv)."""
+    names = node_exec(node(i), "docker", "ps", "-aq", "--filter", "label=org.dgxspark.vllm.component").stdout.split()
+    if not names:
+        return {}
+    out = node_exec(node(i), "docker", "inspect", "-f", "{{.Name}} {{.Id}} {{.State.StartedAt}} {{json .Args}}",
+                    *names).stdout
+    return {line.split(" ", 3)[0].lstrip("/"): tuple(line.split(" ", 3)[1:]) for line in out.splitlines()}
+
+
+def completion():
+    request = urllib.request.Request(
+        f"{api_url(1)}/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+        data=json.dumps({"model": "qwen3.5-122b-a10b-fp8", "max_tokens": 8,
+                         "messages": [{"role": "user", "content": "hello"}]}).encode())
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=60) as response:
+        return json.load(response)
+
+
+@pytest.fixture(scope="module")
+def cluster4(lab):
+    run([*LAB, "images", "vllm-qwen35-0.17"])
+    run([*LAB, "up", "--nodes", str(NODES), "--fabric-topology", "switch", "--cluster-size", str(NODES)])
+    # The image on the head only: image_sync brings it to ranks 1 to 3.
+    for i in range(2, NODES + 1):
+        node_exec(node(i), "sh", "-c", f"docker rmi -f $(docker images -q {ENGINE}) 2>/dev/null; true", check=False)
+    save = subprocess.Popen(["docker", "save", ENGINE], stdout=subprocess.PIPE)
+    subprocess.run(["docker", "exec", "-i", node(1), "docker", "load", "-q"], stdin=save.stdout, check=True,
+                   capture_output=True)
+    save.stdout.close()
+    assert save.wait() == 0
+    run([*LAB, "models"])
+    teardown()
+    yield
+    teardown()
+    # back to the session's lab (pairs on point-to-point cables), so later tests run on the lab they were written for
+    run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"]))])
+
+
+def test_four_sparks_on_a_switch_serve_tp4_over_ray_and_a_rerun_restarts_nothing(cluster4):
+    first = deploy()
+    assert first.returncode == 0, first.stdout[-5000:]
+    assert (f"cluster1: serving qwen3.5-122b-a10b-fp8 at {api_url(1)}/v1, TP 4 over {node(1)} + {node(2)} + "
+            f"{node(3)} + {node(4)}, 4 GPU(s), ready in") in flat(first), flat(first)[-3000:]
+    assert completion()["usage"]["completion_tokens"] > 0
+    # The image went from the head to the three others, the head sending one copy.
+    for i in range(2, NODES + 1):
+        assert "dgxspark-ray-worker" in engines(i)
+    before = [engines(i) for i in range(1, NODES + 1)]
+    second = deploy()
+    assert second.returncode == 0, second.stdout[-5000:]
+    for i in range(1, NODES + 1):
+        assert recap(second.stdout, node(i))["changed"] == 0, second.stdout[-3000:]
+    assert [engines(i) for i in range(1, NODES + 1)] == before
+
+
+def test_four_sparks_serve_tp4_with_mp_ranks_1_to_3_headless(cluster4):
+    first = deploy("-e", "vllm_serve_backend=mp")
+    assert first.returncode == 0, first.stdout[-5000:]
+    assert "TP 4 over" in flat(first) and "4 GPU(s)" in flat(first)
+    for i in range(1, NODES + 1):
+        (_id, _started, args) = engines(i)["dgxspark-vllm"]
+        argv = json.loads(args)
+        assert argv[argv.index("--nnodes") + 1] == "4" and argv[argv.index("--node-rank") + 1] == str(i - 1), argv
+        assert ("--headless" in argv) == (i > 1), argv
+        assert not any(name.startswith("dgxspark-ray") for name in engines(i))  # one backend at a time
+    assert completion()["usage"]["completion_tokens"] > 0
+    before = [engines(i) for i in range(1, NODES + 1)]
+    second = deploy("-e", "vllm_serve_backend=mp")
+    assert second.returncode == 0, second.stdout[-5000:]
+    for i in range(1, NODES + 1):
+        assert recap(second.stdout, node(i))["changed"] == 0, second.stdout[-3000:]
+    assert [engines(i) for i in range(1, NODES + 1)] == before
+
+
+def test_a_worker_killed_while_the_cluster_forms_fails_the_deploy_naming_it_and_leaves_nothing_running(cluster4):
+    assert teardown().returncode == 0
+    proc = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), DEPLOY, *TP4,
+                             "-e", "ray_cluster_wait_timeout=90"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=ansible_env())
+    killed = False
+    deadline = time.monotonic() + 900
+    while not killed and proc.poll() is None and time.monotonic() < deadline:
+        running = node_exec(node(3), "docker", "ps", "-q", "--filter", "name=dgxspark-ray-worker",
+                            "--filter", "status=running").stdout.strip()
+        if running:
+            # As a Spark whose engine container dies: docker kill, which the restart policy does not undo.
+            killed = node_exec(node(3), "docker", "kill", "dgxspark-ray-worker", check=False).returncode == 0
+        time.sleep(0.2)
+    out, _err = proc.communicate(timeout=900)
+    assert killed, out[-4000:]
+    assert proc.returncode != 0
+    text = " ".join(out.split())
+    assert ("cluster1: the Ray cluster did not come up (timed out after 90 s waiting for every node and GPU); nodes "
+            f"missing from the cluster: {node(3)} (fabric IP ") in text, text[-4000:]
+    for i in range(1, NODES + 1):
+        assert engines(i) == {}, (i, engines(i))
