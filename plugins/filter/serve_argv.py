@@ -22,7 +22,7 @@ description:
   - A one-node cluster renders neither Ray nor multi-node flags.
   - Fails naming the fix when TP x PP is not the number of nodes, the rank is out of range, or C(enforce_eager) is
     undecided (render the release C(dgxspark.vllm.release_record) completed).
-  - Companion filters in this file - C(dgxspark.vllm.release) builds and checks the release from the role's
+  - Companion filters - C(dgxspark.vllm.release) builds and checks the release from the role's
     variables (or from a stored C(release.json) to roll back to), C(dgxspark.vllm.release_record) completes it
     (known-issue decision, remedies, endpoint, image ID), C(dgxspark.vllm.release_variables) lists the role
     variables a release is built from, C(dgxspark.vllm.release_compare) says what differs between two releases.
@@ -88,59 +88,14 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _release
 
 
-def _fail(name, host, exc):
-    prefix = f"{host}: " if host else ""
-    return AnsibleFilterError(f"{prefix}{name}: {exc}")
-
-
 def serve_argv(release, rank=0, nodes=1, master_addr="", master_port=29501, host=None, port=None):
     try:
         return _release.serve_argv(release, rank=rank, nodes=nodes, master_addr=master_addr or "",
                                    master_port=master_port, host=host, port=port)
     except (_release.ReleaseError, KeyError, TypeError) as exc:
-        raise _fail("serve_argv", None, exc) from exc
-
-
-def release_variables(prefix=_release.VARIABLE_PREFIX):
-    return _release.variable_names(prefix or _release.VARIABLE_PREFIX)
-
-
-def release(values, restore=None, host=None):
-    """values: the role variables' values in release_variables order (a list), or a dict keyed by release key."""
-    keys = _release.RELEASE_KEYS + _release.SETTING_KEYS
-    if isinstance(values, dict):
-        inputs = dict(values)
-    else:
-        values = list(values or [])
-        if len(values) != len(keys):
-            raise _fail("release", host, f"expected {len(keys)} values (release_variables), got {len(values)}")
-        inputs = dict(zip(keys, values))
-    try:
-        if restore:
-            return _release.rollback_target(restore, inputs)
-        return _release.build(inputs)
-    except _release.ReleaseError as exc:
-        raise _fail("release", host, exc) from exc
-
-
-def release_record(wanted, enforce_eager=None, remedies=None, endpoint=None, image_id="", host=None):
-    try:
-        return _release.finish(wanted, enforce_eager=enforce_eager, remedies=remedies or [], endpoint=endpoint,
-                               image_id=image_id or "")
-    except (_release.ReleaseError, KeyError, TypeError) as exc:
-        raise _fail("release_record", host, exc) from exc
-
-
-def release_compare(old, new):
-    return _release.compare(old, new)
+        raise AnsibleFilterError(f"serve_argv: {exc}") from exc
 
 
 class FilterModule:
     def filters(self):
-        return {
-            "serve_argv": serve_argv,
-            "release": release,
-            "release_record": release_record,
-            "release_variables": release_variables,
-            "release_compare": release_compare,
-        }
+        return {"serve_argv": serve_argv}

@@ -17,11 +17,15 @@ import yaml
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.vllm.plugins.filter.serve_argv import FilterModule
+from ansible_collections.dgxspark.vllm.plugins.filter import release as release_filter
+from ansible_collections.dgxspark.vllm.plugins.filter import release_compare, release_record, release_variables
+from ansible_collections.dgxspark.vllm.plugins.filter import serve_argv as serve_argv_filter
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _release
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
-F = FilterModule().filters()
+F = {}
+for _module in (release_filter, release_record, release_variables, release_compare, serve_argv_filter):
+    F.update(_module.FilterModule().filters())
 HEAD_LAN = "192.168.241.11"
 HEAD_FABRIC = "192.168.110.11"
 
