@@ -12,13 +12,13 @@ version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
-  - Follows a M(dgxspark.vllm.image_sync) run started with C(async) and C(poll=0) and an O(status_file), in rounds
+  - "Follows a M(dgxspark.vllm.image_sync) run started with C(async) and C(poll=0) and an O(status_file), in rounds
     of at most O(interval) seconds. Each round waits on the source for the module's done mark in O(status_file), asks
     the job with C(ansible.builtin.async_status), and while it runs shows one progress line on the controller,
-    C(HOST -> TARGETS: PHASE, X MB of ~Y MB (P%), R MB/s, S s).
+    C(HOST -> TARGETS: PHASE, X MB of ~Y MB (P%), R MB/s, S s)."
   - Returns what C(ansible.builtin.async_status) returns for the ended job, that is the M(dgxspark.vllm.image_sync)
     result (failed when the transfer failed, with its C(msg) and per-node C(table)).
-  - Bounded: when the job has not ended after O(timeout) seconds the task fails and leaves the job running.
+  - The loop is bounded. When the job has not ended after O(timeout) seconds the task fails and leaves the job running.
   - An action plugin; the module calls (C(wait_for), C(async_status), C(slurp)) run on the source node.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes

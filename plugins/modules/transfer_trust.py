@@ -105,7 +105,7 @@ options:
     type: str
   authorized_command:
     description:
-      - The forced command of the fleet's key. The module then builds the line itself from O(public_key):
+      - The forced command of the fleet's key. The module then builds the line itself from O(public_key), as
         C(restrict,from="SOURCES",command="COMMAND" TYPE BASE64 COMMENT), after checking every part (the key's type
         and blob, each source, the command's absolute paths and plain words, the comment).
     type: str
