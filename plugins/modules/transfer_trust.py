@@ -277,7 +277,7 @@ def main() -> None:
             "known_hosts_entries": {"type": "list", "elements": "dict", "options": {
                 "name": {"type": "str", "default": ""},
                 "address": {"type": "str", "required": True},
-                "host_key": {"type": "str", "required": True},
+                "host_key": {"type": "str", "required": True, "no_log": False},  # a public key
             }},
             "ssh_port": {"type": "int", "default": 22},
             "authorized_keys": {"type": "path", "default": "/root/.ssh/authorized_keys"},

@@ -71,7 +71,7 @@ def test_rounds_show_progress_until_the_job_ends_and_return_its_result(shown):
     result = action.run(task_vars={"inventory_hostname": "spark-1"})
     assert result == {**result, **DONE}
     assert shown == ["spark-1 -> spark-2, spark-3: transfer, 12.3 MB of ~40.0 MB (30%), 11.2 MB/s, 1.1 s"]
-    assert [name for name, _ in calls] == ["ansible.legacy.wait_for", "async_status", "ansible.legacy.slurp",
+    assert [call[0] for call in calls] == ["ansible.legacy.wait_for", "async_status", "ansible.legacy.slurp",
                                            "ansible.legacy.wait_for", "async_status", "ansible.legacy.slurp",
                                            "ansible.legacy.wait_for", "async_status"]
     assert calls[0][1] == {"path": "/run/s.json", "search_regex": '"done": true', "timeout": 1}

@@ -23,6 +23,13 @@ POLICY = {"launcher_version": LAUNCHER, "ray_install": "auto", "ray_added": "", 
           "min_ray_version": "2.54.0"}
 
 
+def with_policy(**changes):
+    """POLICY with CHANGES."""
+    policy = dict(POLICY)
+    policy.update(changes)
+    return policy
+
+
 def ran(rc, stdout="", stderr=""):
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "stdout_lines": stdout.splitlines()}
 
@@ -162,7 +169,7 @@ def test_entrypoint_gate_names_every_problem():
 
 
 def test_entrypoint_gate_wants_exactly_the_ray_the_build_added():
-    policy = dict(POLICY, ray_added="ray[default]==2.54.1")
+    policy = with_policy(ray_added="ray[default]==2.54.1")
     assert g.entrypoint_gate(ran(0, LAUNCHER), IMAGE, **policy)["passed"]
     image = dict(IMAGE, versions={"ray": "2.55.0"})
     gate = g.entrypoint_gate(ran(0, LAUNCHER), image, **policy)
@@ -173,7 +180,7 @@ def test_entrypoint_gate_without_ray():
     image = dict(IMAGE, ray_present=False, versions={})
     assert g.entrypoint_gate(ran(0, LAUNCHER), image, **POLICY)["reason"] == (
         "the launcher needs Ray >= 2.54.0 but the image has none")
-    assert g.entrypoint_gate(ran(0, LAUNCHER), image, **dict(POLICY, ray_install="never"))["passed"]
+    assert g.entrypoint_gate(ran(0, LAUNCHER), image, **with_policy(ray_install="never"))["passed"]
 
 
 def test_entrypoint_gate_compares_ray_versions_numerically():
@@ -196,6 +203,6 @@ def test_filter_bad_input_is_a_filter_error():
     with pytest.raises(AnsibleFilterError, match="inspection must be a registered result"):
         f(ran(0), inspection="x", entrypoint=ran(0), image=IMAGE, **POLICY)
     with pytest.raises(AnsibleFilterError, match="ray_install must be auto, always or never"):
-        f(ran(0), inspection=ran(0), entrypoint=ran(0), image=IMAGE, **dict(POLICY, ray_install="sometimes"))
+        f(ran(0), inspection=ran(0), entrypoint=ran(0), image=IMAGE, **with_policy(ray_install="sometimes"))
     with pytest.raises(AnsibleFilterError, match="JSON list"):
         f(ran(0), inspection=ran(0, "DGXSPARK_INSPECT {"), entrypoint=ran(0), image=IMAGE, **POLICY)
