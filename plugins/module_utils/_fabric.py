@@ -23,7 +23,7 @@ import typing as t
 ROCE_V2 = "RoCE v2"
 
 # The interface-derived variables. Every one of them is set from the one chosen
-# fabric interface (requirement 4, "one source of truth"): eugr's get_env_flags,
+# fabric interface (one source of truth): eugr's get_env_flags,
 # sparkrun's per-host IB detection and NVIDIA's connect-two-sparks/nccl playbooks
 # all set this list to the CX7 interface.
 IFNAME_VARS = (
@@ -36,7 +36,7 @@ IFNAME_VARS = (
 )
 # The node-IP variables: vLLM's VLLM_HOST_IP, and the two variables vLLM's own
 # run_cluster.sh and eugr derive from it so that Ray registers the fabric IP,
-# not the management IP (user problem 1, eugr#227).
+# not the management IP (eugr/spark-vllm-docker#227).
 IP_VARS = (
     "VLLM_HOST_IP",
     "RAY_NODE_IP_ADDRESS",
@@ -44,12 +44,12 @@ IP_VARS = (
 )
 FABRIC_VARS = IFNAME_VARS + IP_VARS + ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_DISABLE")
 
-# Spark defaults, each one justified by the anchors (shared/notes/anchors-field.md):
+# Spark defaults, each one set by the projects named beside it:
 SPARK_DEFAULTS = {
     # eugr (global) and sparkrun (IB detection) both set it on GB10.
     "NCCL_IGNORE_CPU_AFFINITY": "1",
     # Ray's memory monitor kills workers at 95 % of the unified memory and buries
-    # the real OOM (user problem 4); eugr and NVIDIA's vLLM playbook set it.
+    # the real OOM; eugr and NVIDIA's vLLM playbook set it.
     "RAY_memory_monitor_refresh_ms": "0",
     # eugr: no idle Python workers eating unified memory.
     "RAY_num_prestart_python_workers": "0",
@@ -66,10 +66,10 @@ SPARK_DEFAULTS = {
 
 # With RoCE, sparkrun forces NCCL's IB transport (NCCL_NET=IB): if RDMA cannot be
 # used NCCL then fails at init instead of silently running over NET/Socket at a
-# fraction of the bandwidth (requirement 20). Remove it with extra_env if needed.
+# fraction of the bandwidth. Remove it with extra_env if needed.
 ROCE_DEFAULTS = {"NCCL_NET": "IB"}
 
-# Only with debug=true (requirement 21: NCCL says its debugging variables must not
+# Only with debug=true (NCCL's documentation says its debugging variables must not
 # stay set in production). INIT,NET is what shows NET/IB versus NET/Socket.
 DEBUG_ENV = {
     "NCCL_DEBUG": "INFO",

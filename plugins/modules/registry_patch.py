@@ -19,7 +19,8 @@ description:
   - The file is parsed with Python's C(ast) module; vLLM is never imported, so no GPU, torch or matching transformers are needed.
   - "With O(kind=registry), the tables are the module-level dict literals mapping an architecture to a tuple of module and class name:
     C(_TEXT_GENERATION_MODELS), C(_MULTIMODAL_MODELS), C(_SPECULATIVE_DECODING_MODELS), C(_EMBEDDING_MODELS) and the others of
-    each release, including entries inside C(**{...}) literals. Every release from vLLM 0.10 to 0.33 is understood."
+    each release, including entries inside C(**{...}) literals. Its unit tests use hand-written files in the shapes of the
+    C(registry.py) of vLLM 0.10, 0.14, 0.17 and 0.33 and the C(configs/__init__.py) of 0.11, 0.14, 0.17 and 0.33."
   - "New entries are added as new lines after the last entry of the table, in the file's own style (indentation, quote character,
     trailing comma; an entry longer than the file's longest plain entry line is split one item per line when the file does that,
     or gets C(# noqa: E501) when the file does that). Removed entries take their lines with them. Every other byte of the file

@@ -65,17 +65,55 @@ options:
     description: The fleet's public key line. Managed together with O(private_key).
     type: str
   known_hosts:
-    description: The text of the dedicated C(known_hosts). Required with O(state=present).
+    description:
+      - The text of the dedicated C(known_hosts), as it is. With O(state=present) either this or O(known_hosts_entries)
+        is required.
     type: str
+  known_hosts_entries:
+    description:
+      - The nodes whose host keys the dedicated C(known_hosts) pins, one line each in this order
+        (C(ADDRESS TYPE BASE64), or C([ADDRESS]:PORT TYPE BASE64) when O(ssh_port) is not 22; the key's comment is
+        dropped). Every value is checked first (the key type, the base64 blob carrying that type, the address an IP
+        address or host name), so that no value can add or break a line.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: The node's inventory name, for messages.
+        type: str
+        default: ""
+      address:
+        description: The address the other nodes reach the node at (its fabric address).
+        type: str
+        required: true
+      host_key:
+        description: The node's SSH host public key line (C(TYPE BASE64 [COMMENT])).
+        type: str
+        required: true
+  ssh_port:
+    description: The port of the nodes' sshd, written into the lines of O(known_hosts_entries).
+    type: int
+    default: 22
   authorized_keys:
     description: The C(authorized_keys) file of O(user).
     type: path
     default: /root/.ssh/authorized_keys
   authorized_line:
     description:
-      - The line that authorizes the fleet's key (options, key, O(comment) at its end). Required with
-        O(state=present) when O(public_key) is given.
+      - The line that authorizes the fleet's key (options, key, O(comment) at its end), as it is. With
+        O(state=present) and O(public_key), either this or O(authorized_command) is required.
     type: str
+  authorized_command:
+    description:
+      - The forced command of the fleet's key. The module then builds the line itself from O(public_key), as
+        C(restrict,from="SOURCES",command="COMMAND" TYPE BASE64 COMMENT), after checking every part (the key's type
+        and blob, each source, the command's absolute paths and plain words, the comment).
+    type: str
+  authorized_from:
+    description: The source addresses, networks or patterns of the C(from=) option of the line O(authorized_command) builds.
+    type: list
+    elements: str
+    default: []
   comment:
     description: The comment that ends the key's line in O(authorized_keys); it identifies the line to replace or remove.
     type: str
@@ -100,10 +138,11 @@ EXAMPLES = r"""
     config: {key: /etc/dgxspark/transfer/id_ed25519, known_hosts: /etc/dgxspark/transfer/known_hosts, user: root}
     private_key: "{{ fleet_private_key }}"
     public_key: "{{ fleet_public_key }}"
-    known_hosts: "192.168.100.11 ssh-ed25519 AAAA...\n192.168.100.12 ssh-ed25519 AAAA...\n"
-    authorized_line: >-
-      restrict,from="192.168.100.11,192.168.100.12",command="/usr/bin/python3 /opt/dgxspark/bin/dgxspark-transfer
-      /etc/dgxspark/transfer/relay.json" ssh-ed25519 AAAA... dgxspark-transfer@spark_pairs
+    known_hosts_entries:
+      - {name: spark-1, address: 192.168.100.11, host_key: "{{ spark_1_host_key }}"}
+      - {name: spark-2, address: 192.168.100.12, host_key: "{{ spark_2_host_key }}"}
+    authorized_from: [192.168.100.11, 192.168.100.12]
+    authorized_command: /usr/bin/python3 /opt/dgxspark/bin/dgxspark-transfer /etc/dgxspark/transfer/relay.json
     comment: dgxspark-transfer@spark_pairs
 
 - name: Remove it
@@ -130,6 +169,11 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._files import Changes, read_or_none
+from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh_trust import (
+    TrustLineError,
+    authorized_line,
+    known_hosts_text,
+)
 
 # Owner of everything but authorized_keys and its directory.
 ROOT_UID = 0
@@ -189,16 +233,31 @@ def absent(p: dict, changes: Changes) -> None:
     changes.remove(p["program_path"])
 
 
+def build_lines(p: dict) -> None:
+    """Turn known_hosts_entries and authorized_command into the known_hosts text and the authorized line."""
+    if p["known_hosts_entries"] is not None:
+        p["known_hosts"] = known_hosts_text(p["known_hosts_entries"], p["ssh_port"])
+    if p["authorized_command"] is not None and p["public_key"] is not None:
+        p["authorized_line"] = authorized_line(p["public_key"], p["authorized_from"], p["authorized_command"],
+                                               p["comment"])
+
+
 def check_inputs(p: dict) -> str | None:
     if p["state"] != "present":
         return None
-    missing = [name for name in ("program", "config", "known_hosts") if p[name] is None]
+    missing = [name for name in ("program", "config") if p[name] is None]
+    if p["known_hosts"] is None and p["known_hosts_entries"] is None:
+        missing.append("known_hosts or known_hosts_entries")
     if (p["private_key"] is None) != (p["public_key"] is None):
         missing.append("private_key and public_key together")
-    if p["public_key"] is not None and not p["authorized_line"]:
-        missing.append("authorized_line")
+    if p["public_key"] is not None and not p["authorized_line"] and p["authorized_command"] is None:
+        missing.append("authorized_line or authorized_command")
     if missing:
         return f"state=present needs {', '.join(missing)}"
+    try:
+        build_lines(p)
+    except TrustLineError as exc:
+        return str(exc)
     if p["authorized_line"] and ("\n" in p["authorized_line"] or not marked(p["authorized_line"], p["comment"])):
         return f"authorized_line must be one line ending with the comment {p['comment']!r}"
     return None
@@ -215,11 +274,20 @@ def main() -> None:
             "private_key": {"type": "str", "no_log": True},
             "public_key": {"type": "str"},
             "known_hosts": {"type": "str"},
+            "known_hosts_entries": {"type": "list", "elements": "dict", "options": {
+                "name": {"type": "str", "default": ""},
+                "address": {"type": "str", "required": True},
+                "host_key": {"type": "str", "required": True, "no_log": False},  # a public key
+            }},
+            "ssh_port": {"type": "int", "default": 22},
             "authorized_keys": {"type": "path", "default": "/root/.ssh/authorized_keys"},
             "authorized_line": {"type": "str"},
+            "authorized_command": {"type": "str"},
+            "authorized_from": {"type": "list", "elements": "str", "default": []},
             "comment": {"type": "str", "default": "dgxspark-transfer"},
             "user": {"type": "str", "default": "root"},
         },
+        mutually_exclusive=[("known_hosts", "known_hosts_entries"), ("authorized_line", "authorized_command")],
         supports_check_mode=True,
     )
     p = module.params

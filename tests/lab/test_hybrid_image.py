@@ -27,14 +27,15 @@ LAUNCHER_VERSION = re.search(r'^LAUNCHER_VERSION = "([^"]+)"', LAUNCHER.read_tex
 ENTRYPOINT = ["python3", "/opt/dgxspark/bin/dgxspark-launch"]
 BUILD_DIR = "/var/tmp/dgxspark-test-hybrid"
 COMMON = ["-e", f"hybrid_image_repository={REPOSITORY}", "-e", f"hybrid_image_tag={ALIAS}",
-          "-e", f"hybrid_image_donor={NEW}", "-e", f"hybrid_image_build_dir={BUILD_DIR}"]
+          "-e", f"hybrid_image_build_dir={BUILD_DIR}"]
+SOURCE = ["-e", f"hybrid_image_source={NEW}"]
 GRAFT = ["-e", "hybrid_image_strategy=graft", "-e", f"hybrid_image_base={OLD}"]
 
 
-def build(*args):
+def build(*args, source=tuple(SOURCE)):
     """Run the playbook on node 1; returns (returncode, recap stats of node 1, host results by task name, stdout)."""
     proc = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "build_hybrid_image.yml"),
-                "-l", NODE, *COMMON, *args], check=False,
+                "-l", NODE, *COMMON, *source, *args], check=False,
                env=ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"))
     out = json.loads(proc.stdout)
     results = [(task["task"]["name"], task["hosts"][NODE]) for play in out["plays"] for task in play["tasks"]
@@ -151,8 +152,11 @@ def test_second_overlay_run_builds_nothing(overlay):
     args, (rc, _stats, results, stdout) = overlay
     assert rc == 0, stdout[-3000:]
     before_tags, before_ids = tags(), image_ids()
-    rc, stats, results, stdout = build(*args)
+    # The image under its deprecated 0.1.0 name: the role warns, takes it, and finds the same verified tag.
+    rc, stats, results, stdout = build(*args, source=("-e", f"hybrid_image_donor={NEW}"))
     assert rc == 0 and stats["changed"] == 0 and stats["failures"] == 0, stdout[-3000:]
+    warned, = task(results, "Warn that hybrid_image_donor is deprecated")
+    assert "WARNING hybrid_image_donor is deprecated" in warned["msg"] and "hybrid_image_source" in warned["msg"]
     lines = shown(results)
     assert lines[1] == f"strategy overlay from {NEW}: already built and verified, nothing rebuilt", lines
     assert [res.get("skipped") for res in task(results, "Build and verify the image")] == [True]

@@ -225,6 +225,30 @@ def test_per_host_interface_names_cabled_on_different_ports(lab):
     assert "enp1s0f1np1" in node_exec(node(2), "ls", "/sys/class/net").stdout.split()
 
 
+def test_a_custom_fleet_group_is_followed_by_preflight_and_teardown(lab, tmp_path):
+    """Every role's *_fleet_group follows dgxspark_fleet_group: an inventory whose fleet group is not spark_pairs
+    preflights and tears down (serving engines, Ray and the transfer trust) with only dgxspark_fleet_group set."""
+    (tmp_path / "group_vars").mkdir()
+    for source in (INVENTORY.parent / "group_vars").iterdir():
+        (tmp_path / "group_vars" / source.name).write_text(source.read_text())
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(INVENTORY.read_text().replace("    spark_pairs:\n", "    my_fleet:\n"))
+    playbook = tmp_path / "preflight.yml"
+    playbook.write_text("- name: Preflight\n  hosts: \"{{ dgxspark_fleet_group }}\"\n  gather_facts: false\n"
+                        "  roles:\n    - role: dgxspark.vllm.preflight\n")
+    fleet = ["-i", str(inventory), "-e", "dgxspark_fleet_group=my_fleet"]
+    listed = json.loads(run([str(BIN / "ansible-inventory"), "-i", str(inventory), "--list"], env=ansible_env()).stdout)
+    assert "spark_pairs" not in listed and listed["my_fleet"]["children"] == ["pair1"]
+    proc = run([str(BIN / "ansible-playbook"), *fleet, str(playbook)], check=False, env=ansible_env())
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert f"{node(1)} (pair1 head): GPU NVIDIA GB10 x1" in proc.stdout
+    assert f"{node(2)} (pair1 worker): GPU NVIDIA GB10 x1" in proc.stdout
+    proc = run([str(BIN / "ansible-playbook"), *fleet, str(REPO / "playbooks" / "teardown.yml"),
+                "-e", "teardown_trust=true"], check=False, env=ansible_env())
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "failed=0" in proc.stdout and f"{node(2)}" in proc.stdout
+
+
 def test_lab_up_and_down_leave_nothing_behind(tmp_path):
     """A separate one-node lab (own prefix, subnets and inventory) is created and removed; nothing labelled stays.
     Its fabric is asked for MTU 9000 (lab.py up --fabric-mtu 9000)."""

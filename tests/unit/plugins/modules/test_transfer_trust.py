@@ -165,3 +165,55 @@ def test_absent_removes_only_the_fleets_line_and_files(tmp_path, capsys):
 def test_an_unknown_user_fails_naming_it(tmp_path, capsys):
     result = run(capsys, present_args(tmp_path, user="no-such-user-here"))
     assert result["failed"] is True and "no-such-user-here" in result["msg"] and "node_trust_user" in result["msg"]
+
+
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEoPWPoo+QKRpI+IwIwJMN+7i434K4ufFxAzLQAnVnMy root@spark-1"
+FLEET_KEY = f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIxMVMSv1TgohZ0AkeMdHaIRAYLO1H7Y0VAtUcARZZxN {COMMENT}"
+COMMAND = "/usr/bin/python3 /p/dgxspark-transfer /d/relay.json"
+
+
+def built_args(tmp_path, **extra):
+    args = present_args(tmp_path, public_key=FLEET_KEY, known_hosts=None, authorized_line=None,
+                        known_hosts_entries=[{"name": "spark-1", "address": "10.0.0.1", "host_key": HOST_KEY}],
+                        authorized_from=["10.0.0.1", "10.0.0.2"], authorized_command=COMMAND)
+    for name in ("known_hosts", "authorized_line"):
+        del args[name]
+    args.update(extra)
+    return args
+
+
+def test_the_module_builds_the_lines_from_entries_then_changes_nothing(tmp_path, capsys):
+    args = built_args(tmp_path, ssh_port=2222)
+    assert run(capsys, args)["changed"] is True
+    d = tmp_path / "etc" / "transfer"
+    assert (d / "known_hosts").read_text() == (
+        "[10.0.0.1]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEoPWPoo+QKRpI+IwIwJMN+7i434K4ufFxAzLQAnVnMy\n")
+    assert (tmp_path / "home" / ".ssh" / "authorized_keys").read_text() == (
+        f'restrict,from="10.0.0.1,10.0.0.2",command="{COMMAND}" {" ".join(FLEET_KEY.split()[:2])} {COMMENT}\n')
+    assert run(capsys, args)["changed"] is False
+
+
+def test_the_same_lines_given_as_text_or_as_entries_write_the_same_files(tmp_path, capsys):
+    """Switching the role from Jinja-built text to entries changes no file on a node."""
+    as_text = present_args(tmp_path, public_key=FLEET_KEY,
+                           known_hosts="10.0.0.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEoPWPoo+QKRpI+IwIwJMN+7i434K4ufFxAzLQAnVnMy\n",
+                           authorized_line=f'restrict,from="10.0.0.1,10.0.0.2",command="{COMMAND}" '
+                                           f'{" ".join(FLEET_KEY.split()[:2])} {COMMENT}')
+    assert run(capsys, as_text)["changed"] is True
+    assert run(capsys, built_args(tmp_path)) == {**run(capsys, built_args(tmp_path)), "changed": False,
+                                                 "changed_files": []}
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"known_hosts_entries": [{"name": "spark-2", "address": "10.0.0.2", "host_key": "ssh-ed25519 AAAA\nx"}]},
+     "spark-2: the SSH host key must be one line"),
+    ({"known_hosts_entries": [{"name": "spark-2", "address": "10.0.0.2 x", "host_key": HOST_KEY}]},
+     "spark-2: the fabric address '10.0.0.2 x' is neither"),
+    ({"authorized_from": ['10.0.0.1",command="/bin/sh']}, "the source"),
+    ({"public_key": "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIIxMVMSv1TgohZ0AkeMdHaIRAYLO1H7Y0VAtUcARZZxN"},
+     "says ssh-rsa but its blob is a 'ssh-ed25519' key"),
+])
+def test_bad_values_stop_before_any_file_is_written(tmp_path, capsys, extra, message):
+    result = run(capsys, built_args(tmp_path, **extra))
+    assert result["failed"] is True and message in result["msg"], result
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "home").exists()

@@ -1,0 +1,106 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lines of the fleet's transfer trust: the dedicated known_hosts and the authorized_keys line of the fleet's key.
+
+Every value is checked before it reaches a line: key types, base64 key blobs that carry their own type, host names
+and addresses, from= patterns, the forced command and the comment, none with a newline or a quote that would end
+the line or the option early. Stdlib only; a bad value raises TrustLineError naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import re
+import struct
+
+KEY_TYPES = (
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+)
+HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+# from= accepts addresses, CIDR networks and the wildcards * and ? (see sshd(8), AUTHORIZED_KEYS FILE FORMAT).
+SOURCE = re.compile(r"^[0-9A-Fa-f.:/*?]+$")
+# The forced command: absolute paths and plain words, no quote, backslash or shell character.
+COMMAND = re.compile(r"^/[A-Za-z0-9/._-]+( [A-Za-z0-9/._=-]+)*$")
+COMMENT = re.compile(r"^[A-Za-z0-9@._:+=-]+$")
+
+
+class TrustLineError(ValueError):
+    """A value that must not reach known_hosts or authorized_keys."""
+
+
+def public_key(text: str, what: str = "the public key") -> tuple[str, str]:
+    """(type, base64 blob) of an OpenSSH public key line 'TYPE BLOB [COMMENT]', checked.
+
+    The blob must be base64 whose first field (a length-prefixed string) is TYPE itself, as ssh-keygen writes it."""
+    if not isinstance(text, str) or "\n" in text.strip() or "\r" in text:
+        raise TrustLineError(f"{what} must be one line 'TYPE BASE64 [COMMENT]' (is {text!r:.120})")
+    fields = text.split()
+    if len(fields) < 2:
+        raise TrustLineError(f"{what} must be 'TYPE BASE64 [COMMENT]' (is {text!r:.120})")
+    kind, blob = fields[0], fields[1]
+    if kind not in KEY_TYPES:
+        raise TrustLineError(f"{what} has the key type {kind!r:.60}, not one of {', '.join(KEY_TYPES)}")
+    try:
+        raw = base64.b64decode(blob, validate=True)
+        (length,) = struct.unpack(">I", raw[:4])
+        inner = raw[4:4 + length].decode("ascii")
+    except (binascii.Error, struct.error, UnicodeDecodeError, ValueError):
+        raise TrustLineError(f"{what} ({kind}) does not carry a base64 OpenSSH key blob") from None
+    if inner != kind:
+        raise TrustLineError(f"{what} says {kind} but its blob is a {inner!r:.60} key")
+    return kind, blob
+
+
+def host_address(address: str, what: str = "the address") -> str:
+    """ADDRESS checked: an IPv4 or IPv6 address, or a DNS host name."""
+    if not isinstance(address, str) or not address:
+        raise TrustLineError(f"{what} is empty")
+    try:
+        ipaddress.ip_address(address)
+        return address  # as given: the same inventory makes the same file
+    except ValueError:
+        pass
+    if HOST_NAME.fullmatch(address) and not address.replace(".", "").isdigit():
+        return address
+    raise TrustLineError(f"{what} {address!r:.120} is neither an IP address nor a host name")
+
+
+def known_hosts_line(address: str, host_key: str, port: int = 22, name: str = "") -> str:
+    """One known_hosts line (with its newline) pinning HOST_KEY under ADDRESS (and PORT when it is not 22)."""
+    what = f"{name}: " if name else ""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise TrustLineError(f"the SSH port must be 1 to 65535 (is {port!r})")
+    address = host_address(address, f"{what}the fabric address")
+    kind, blob = public_key(host_key, f"{what}the SSH host key")
+    where = address if port == 22 else f"[{address}]:{port}"
+    return f"{where} {kind} {blob}\n"
+
+
+def known_hosts_text(hosts: list[dict], port: int = 22) -> str:
+    """known_hosts of HOSTS (each with 'address', 'host_key' and optionally 'name' for messages), in their order."""
+    return "".join(known_hosts_line(h.get("address"), h.get("host_key"), port, h.get("name") or "") for h in hosts)
+
+
+def authorized_line(key: str, sources: list[str], command: str, comment: str) -> str:
+    """The authorized_keys line (no newline) letting KEY run only COMMAND, only from SOURCES, marked by COMMENT."""
+    kind, blob = public_key(key, "the fleet's public key")
+    if not sources:
+        raise TrustLineError("the key's from= list is empty: give the fleet's fabric addresses or node_trust_allowed_from")
+    for source in sources:
+        if not isinstance(source, str) or not SOURCE.fullmatch(source):
+            raise TrustLineError(f"the source {source!r:.120} of from= must be an address, a network or a pattern"
+                                 " of hex digits, '.', ':', '/', '*' and '?'")
+    if not isinstance(command, str) or not COMMAND.fullmatch(command):
+        raise TrustLineError(f"the forced command {command!r:.200} must be absolute paths and plain words"
+                             " (letters, digits, '/', '.', '_', '-', '=') separated by single spaces")
+    if not isinstance(comment, str) or not COMMENT.fullmatch(comment):
+        raise TrustLineError(f"the key's comment {comment!r:.120} must be letters, digits and '@._:+=-'")
+    return f'restrict,from="{",".join(sources)}",command="{command}" {kind} {blob} {comment}'

@@ -1,0 +1,98 @@
+#!/usr/bin/python
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Documentation of the action plugin dgxspark.vllm.image_sync_wait (the code is in plugins/action)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: image_sync_wait
+short_description: Follow a background image_sync job until it ends, showing its progress
+version_added: 0.2.0
+author:
+  - dgxspark.vllm maintainers (@dgxspark)
+description:
+  - "Follows a M(dgxspark.vllm.image_sync) run started with C(async) and C(poll=0) and an O(status_file), in rounds
+    of at most O(interval) seconds. Each round waits on the source for the module's done mark in O(status_file), asks
+    the job with C(ansible.builtin.async_status), and while it runs shows one progress line on the controller,
+    C(HOST -> TARGETS: PHASE, X MB of ~Y MB (P%), R MB/s, S s)."
+  - Returns what C(ansible.builtin.async_status) returns for the ended job, that is the M(dgxspark.vllm.image_sync)
+    result (failed when the transfer failed, with its C(msg) and per-node C(table)).
+  - The loop is bounded. When the job has not ended after O(timeout) seconds the task fails and leaves the job running.
+  - An action plugin; the module calls (C(wait_for), C(async_status), C(slurp)) run on the source node.
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+attributes:
+  check_mode:
+    support: none
+    details: There is no background job to follow in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: It only reads; the changes are the followed job's.
+  platform:
+    support: full
+    platforms: posix
+options:
+  jid:
+    description: The C(ansible_job_id) of the background M(dgxspark.vllm.image_sync) task.
+    type: str
+    required: true
+  status_file:
+    description: The O(dgxspark.vllm.image_sync#module:status_file) the job writes on the source.
+    type: path
+    required: true
+  interval:
+    description: Seconds between progress lines (at most; a job that ends is seen at once).
+    type: int
+    default: 5
+  timeout:
+    description: Seconds after which the task stops following and fails. Set it above the job's C(async) time.
+    type: int
+    required: true
+seealso:
+  - module: dgxspark.vllm.image_sync
+  - module: ansible.builtin.async_status
+"""
+
+EXAMPLES = r"""
+- name: Start the transfer in the background
+  dgxspark.vllm.image_sync:
+    image: vllm-node:latest
+    targets: [{host: 192.168.100.11, name: spark-2}]
+    status_file: /run/dgxspark-image-sync.json
+  async: 3900
+  poll: 0
+  register: job
+
+- name: Follow it until it ends
+  dgxspark.vllm.image_sync_wait:
+    jid: "{{ job.ansible_job_id }}"
+    status_file: /run/dgxspark-image-sync.json
+    interval: 5
+    timeout: 3960
+  register: result
+"""
+
+RETURN = r"""
+finished:
+  description: Whether the job ended (false only when O(timeout) passed).
+  returned: always
+  type: bool
+  sample: true
+ansible_job_id:
+  description: The followed job.
+  returned: always
+  type: str
+  sample: j123456789.1234
+table:
+  description: The per-node table of the M(dgxspark.vllm.image_sync) result.
+  returned: when the job ended
+  type: list
+  elements: str
+msg:
+  description: Why the transfer failed, or that O(timeout) passed.
+  returned: on failure
+  type: str
+"""

@@ -1,0 +1,120 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of the image_sync_wait action: the bounded loop that follows a background image_sync job."""
+
+from __future__ import annotations
+
+import base64
+import json
+from unittest.mock import MagicMock
+
+import pytest
+
+from ansible.errors import AnsibleActionFail
+from ansible.playbook.task import Task
+
+from ansible_collections.dgxspark.vllm.plugins.action import image_sync_wait as plugin
+
+PROGRESS = {"phase": "transfer", "bytes": 12_345_678, "expected_bytes": 40_000_000, "percent": 30, "mb_per_s": 11.2,
+            "seconds": 1.1, "targets": ["spark-2", "spark-3"], "done": False}
+DONE = {"finished": True, "started": True, "changed": True, "ansible_job_id": "j1", "table": ["- spark-2 transfer"]}
+FAILED = {"finished": True, "started": True, "failed": True, "ansible_job_id": "j1",
+          "msg": "spark-2: the target refused the key", "table": ["- spark-2 failed"]}
+
+
+def slurped(progress):
+    return {"content": base64.b64encode(json.dumps(progress).encode()).decode(), "encoding": "base64"}
+
+
+def make_action(statuses, slurps, args=None):
+    """An action whose module calls are scripted: STATUSES for async_status, SLURPS for the status file."""
+    task = Task()
+    task.args = args if args is not None else {"jid": "j1", "status_file": "/run/s.json", "interval": 1, "timeout": 60}
+    connection = MagicMock()
+    connection._shell.tmpdir = None
+    action = plugin.ActionModule(task, connection, MagicMock(check_mode=False), loader=None, templar=None,
+                                 shared_loader_obj=None)
+    calls = []
+    statuses, slurps = iter(statuses), iter(slurps)
+
+    def module(name, module_args, task_vars):
+        calls.append((name, module_args))
+        if name == "ansible.legacy.slurp":
+            return next(slurps)
+        return {"failed": True, "msg": "Timeout when waiting for search string"}  # wait_for: still running
+
+    def job_status(jid, task_vars):
+        calls.append(("async_status", {"jid": jid}))
+        return next(statuses)
+
+    action._module = module
+    action._job_status = job_status
+    action._remove_tmp_path = MagicMock()
+    return action, calls
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    lines = []
+    monkeypatch.setattr(plugin.display, "display", lines.append)
+    return lines
+
+
+def test_progress_line_is_the_one_the_role_showed():
+    assert plugin.progress_line("spark-1", PROGRESS) == (
+        "spark-1 -> spark-2, spark-3: transfer, 12.3 MB of ~40.0 MB (30%), 11.2 MB/s, 1.1 s")
+
+
+def test_rounds_show_progress_until_the_job_ends_and_return_its_result(shown):
+    running = {"finished": False, "started": True}
+    action, calls = make_action([running, running, DONE], [slurped(PROGRESS), {"failed": True, "msg": "not there"}])
+    result = action.run(task_vars={"inventory_hostname": "spark-1"})
+    assert result == {**result, **DONE}
+    assert shown == ["spark-1 -> spark-2, spark-3: transfer, 12.3 MB of ~40.0 MB (30%), 11.2 MB/s, 1.1 s"]
+    assert [call[0] for call in calls] == ["ansible.legacy.wait_for", "async_status", "ansible.legacy.slurp",
+                                           "ansible.legacy.wait_for", "async_status", "ansible.legacy.slurp",
+                                           "ansible.legacy.wait_for", "async_status"]
+    assert calls[0][1] == {"path": "/run/s.json", "search_regex": '"done": true', "timeout": 1}
+    action._remove_tmp_path.assert_called_once()
+
+
+def test_a_failed_job_fails_the_task_with_its_message_and_table(shown):
+    action, _calls = make_action([FAILED], [])
+    result = action.run(task_vars={"inventory_hostname": "spark-1"})
+    assert result["failed"] is True and result["msg"] == FAILED["msg"] and result["table"] == FAILED["table"]
+    assert shown == []
+
+
+def test_a_half_written_status_file_shows_nothing_that_round(shown):
+    half = {"content": base64.b64encode(b'{"phase": "tra').decode()}
+    action, _calls = make_action([{"finished": False}, DONE], [half])
+    assert action.run(task_vars={"inventory_hostname": "spark-1"})["finished"] is True
+    assert shown == []
+
+
+def test_the_loop_is_bounded_by_the_timeout(shown, monkeypatch):
+    clock = iter(range(0, 1000, 10))
+    monkeypatch.setattr(plugin.time, "monotonic", lambda: next(clock))
+    running = {"finished": False}
+    action, calls = make_action([running] * 10, [slurped(PROGRESS)] * 10,
+                                args={"jid": "j9", "status_file": "/run/s.json", "interval": 5, "timeout": 25})
+    result = action.run(task_vars={"inventory_hostname": "spark-1"})
+    assert result["failed"] is True and result["finished"] is False
+    assert result["msg"] == ("the transfer (job j9) had not ended after 25 s; it is left running on spark-1: look at"
+                             " /run/s.json there")
+    assert len([c for c in calls if c[0] == "async_status"]) == 3  # at 10, 20 and 30 s on the clock
+    assert len(shown) == 2
+
+
+@pytest.mark.parametrize("args", [{"jid": "j1", "status_file": "/s", "interval": 0, "timeout": 10},
+                                  {"jid": "j1", "status_file": "/s", "timeout": 0}])
+def test_intervals_below_a_second_are_refused(args):
+    action, _calls = make_action([], [], args=args)
+    with pytest.raises(AnsibleActionFail, match="at least 1 s"):
+        action.run(task_vars={})
+
+
+def test_unknown_options_are_refused():
+    action, _calls = make_action([], [], args={"jid": "j1", "status_file": "/s", "timeout": 10, "poll": 3})
+    with pytest.raises(AnsibleActionFail, match="Invalid options"):
+        action.run(task_vars={})
