@@ -61,9 +61,10 @@ def completion():
 def cluster4(lab):
     run([*LAB, "images", "vllm-qwen35-0.17"])
     run([*LAB, "up", "--nodes", str(NODES), "--fabric-topology", "switch", "--cluster-size", str(NODES)])
-    # The image on the head only: image_sync brings it to ranks 1 to 3.
+    # The image on the head only (and no overlay of it anywhere else): image_sync brings it to ranks 1 to 3.
     for i in range(2, NODES + 1):
-        node_exec(node(i), "sh", "-c", f"docker rmi -f $(docker images -q {ENGINE}) 2>/dev/null; true", check=False)
+        node_exec(node(i), "sh", "-c", f"docker rmi -f $(docker images -q {ENGINE}) $(docker images -q "
+                                       "dgxspark/vllm-hybrid) 2>/dev/null; true", check=False)
     save = subprocess.Popen(["docker", "save", ENGINE], stdout=subprocess.PIPE)
     subprocess.run(["docker", "exec", "-i", node(1), "docker", "load", "-q"], stdin=save.stdout, check=True,
                    capture_output=True)
@@ -83,9 +84,11 @@ def test_four_sparks_on_a_switch_serve_tp4_over_ray_and_a_rerun_restarts_nothing
     assert (f"cluster1: serving qwen3.5-122b-a10b-fp8 at {api_url(1)}/v1, TP 4 over {node(1)} + {node(2)} + "
             f"{node(3)} + {node(4)}, 4 GPU(s), ready in") in flat(first), flat(first)[-3000:]
     assert completion()["usage"]["completion_tokens"] > 0
-    # The image went from the head to the three others, the head sending one copy.
-    for i in range(2, NODES + 1):
-        assert "dgxspark-ray-worker" in engines(i)
+    # Every rank runs the image the head built, relayed to the three others by image_sync.
+    served = {node_exec(node(i), "docker", "inspect", "-f", "{{.Image}}",
+                        "dgxspark-ray-head" if i == 1 else "dgxspark-ray-worker").stdout.strip()
+              for i in range(1, NODES + 1)}
+    assert len(served) == 1, served
     before = [engines(i) for i in range(1, NODES + 1)]
     second = deploy()
     assert second.returncode == 0, second.stdout[-5000:]
@@ -133,5 +136,6 @@ def test_a_worker_killed_while_the_cluster_forms_fails_the_deploy_naming_it_and_
     text = " ".join(out.split())
     assert ("cluster1: the Ray cluster did not come up (timed out after 90 s waiting for every node and GPU); nodes "
             f"missing from the cluster: {node(3)} (fabric IP ") in text, text[-4000:]
+    assert "Every node of the cluster was torn down." in text
     for i in range(1, NODES + 1):
         assert engines(i) == {}, (i, engines(i))
