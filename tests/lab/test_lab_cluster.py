@@ -1,4 +1,5 @@
-"""Clusters, not pairs: four lab Sparks behind one switch serving one model with TP=4, through deploy_qwen35.yml.
+"""Clusters, not pairs: four lab Sparks behind one switch serving one model (TP=4, or TP=2 x PP=2), through
+deploy_qwen35.yml.
 
 The inventory has one cluster of four (lab.py up --cluster-size 4 --fabric-topology switch): the head is rank 0 and
 the workers ranks 1 to 3. The image is on the head only, so image_sync relays it to the three others. Ray forms a
@@ -110,6 +111,24 @@ def test_four_sparks_serve_tp4_with_mp_ranks_1_to_3_headless(cluster4):
     assert completion()["usage"]["completion_tokens"] > 0
     before = [engines(i) for i in range(1, NODES + 1)]
     second = deploy("-e", "vllm_serve_backend=mp")
+    assert second.returncode == 0, second.stdout[-5000:]
+    for i in range(1, NODES + 1):
+        assert recap(second.stdout, node(i))["changed"] == 0, second.stdout[-3000:]
+    assert [engines(i) for i in range(1, NODES + 1)] == before
+
+
+def test_four_sparks_serve_tp2_pp2_and_a_rerun_restarts_nothing(cluster4):
+    pp = ["-e", "vllm_serve_backend=mp", "-e", "dgxspark_tensor_parallel_size=2", "-e", "dgxspark_pipeline_parallel_size=2"]
+    first = deploy(*pp)
+    assert first.returncode == 0, first.stdout[-5000:]
+    for i in range(1, NODES + 1):
+        argv = json.loads(engines(i)["dgxspark-vllm"][2])
+        assert argv[argv.index("--tensor-parallel-size") + 1] == "2", argv
+        assert argv[argv.index("--pipeline-parallel-size") + 1] == "2", argv
+        assert argv[argv.index("--nnodes") + 1] == "4" and argv[argv.index("--node-rank") + 1] == str(i - 1), argv
+    assert completion()["usage"]["completion_tokens"] > 0
+    before = [engines(i) for i in range(1, NODES + 1)]
+    second = deploy(*pp)
     assert second.returncode == 0, second.stdout[-5000:]
     for i in range(1, NODES + 1):
         assert recap(second.stdout, node(i))["changed"] == 0, second.stdout[-3000:]

@@ -123,8 +123,6 @@ class ParallelConfig:
             raise ValueError(f"node_rank ({self.node_rank}) must be in [0, nnodes={self.nnodes})")
         if self.data_parallel_size != 1:
             raise ValueError("the lab engine supports data_parallel_size=1 only")
-        if self.pipeline_parallel_size != 1:
-            raise ValueError("the lab engine supports pipeline_parallel_size=1 only")
 
     @property
     def use_ray(self) -> bool:
