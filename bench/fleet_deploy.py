@@ -24,14 +24,14 @@ The lab prefix and subnets come from DGXSPARK_LAB_PREFIX / _MGMT_SUBNET / _FABRI
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 
-import yaml
-
-from benchkit import INVENTORY, LAB, playbook, sh
+from benchkit import BIN, INVENTORY, LAB, env, playbook, sh
 
 
 def timed_deploy(extra, limit=None, inventory=None):
@@ -45,15 +45,18 @@ def timed_deploy(extra, limit=None, inventory=None):
 
 
 def two_node_inventory(directory):
-    """The lab's 4-node cluster inventory cut down to its head and first worker: a 2-node cluster on the same switch."""
-    inventory = yaml.safe_load(INVENTORY.read_text())
-    clusters = inventory["all"]["children"]["spark_pairs"]["children"]
-    ((name, cluster),) = clusters.items()
-    hosts = cluster["hosts"]
-    cluster["hosts"] = dict(list(hosts.items())[:2])
+    """The lab's 4-node cluster cut down to its head and first worker: a 2-node cluster on the same switch. Written as
+    JSON (which the YAML inventory plugin reads), with every host's variables as ansible-inventory resolves them, since
+    the lab's group_vars do not sit beside this file."""
+    listed = json.loads(subprocess.run([str(BIN / "ansible-inventory"), "-i", str(INVENTORY), "--list"], check=True,
+                                       capture_output=True, text=True, env=env()).stdout)
+    (name,) = [group for group in listed["spark_pairs"]["children"]]
+    head, worker = listed[name]["hosts"][:2]
+    hosts = {host: listed["_meta"]["hostvars"][host] for host in (head, worker)}
+    inventory = {"all": {"children": {"spark_pairs": {"children": {name: {"hosts": hosts}}}}}}
     path = os.path.join(directory, "two-node.yml")
     with open(path, "w", encoding="utf-8") as handle:
-        yaml.safe_dump(inventory, handle, sort_keys=False)
+        json.dump(inventory, handle, indent=1)
     return path, name
 
 
