@@ -13,7 +13,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import plain_
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("fleet_group", "tensor_parallel_size", "pipeline_parallel_size", "parallel_variables",
-                             "gpus_per_node"))
+                             "gpus_per_node", "min_nodes"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -25,6 +25,7 @@ class ActionModule(ActionBase):
             "parallel_variables": {"type": "list", "elements": "str",
                                    "default": ["vllm_serve_tensor_parallel_size", "vllm_serve_pipeline_parallel_size"]},
             "gpus_per_node": {"type": "int", "default": 1},
+            "min_nodes": {"type": "int", "default": 1},
         })
         host = task_vars.get("inventory_hostname")
         fleet_group = args["fleet_group"] or task_vars.get("dgxspark_fleet_group") or "spark_pairs"
@@ -41,7 +42,7 @@ class ActionModule(ActionBase):
             parallel[host] = {"tensor": args["tensor_parallel_size"], "pipeline": args["pipeline_parallel_size"],
                               "variables": tuple(args["parallel_variables"])}
         fleet = resolve_fleet(groups, hostvars, fleet=fleet_group, gpus_per_node=args["gpus_per_node"],
-                              parallel=parallel)
+                              parallel=parallel, min_nodes=args["min_nodes"])
         if fleet["errors"]:
             result.update(failed=True, errors=fleet["errors"],
                           msg=f"{host}: the inventory is not a valid fleet: " + " | ".join(fleet["errors"]))

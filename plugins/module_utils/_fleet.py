@@ -119,7 +119,7 @@ def _topology(name: str, members: list[str], hostvars: dict, errors: list[str]) 
 
 
 def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus_per_node: int = 1,
-                  parallel: dict | None = None, max_nodes: int = MAX_NODES) -> dict:
+                  parallel: dict | None = None, max_nodes: int = MAX_NODES, min_nodes: int = 1) -> dict:
     """The fleet model of FLEET in GROUPS.
 
     HOSTVARS maps each host to the variables in HOST_VARS (others are ignored). PARALLEL maps a host (or ``"*"``
@@ -198,6 +198,11 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
         if len(members) > max_nodes:
             errors.append(f"cluster {name}: it has {len(members)} Sparks ({', '.join(members)}); a cluster has 1 to "
                           f"{max_nodes}: split it into clusters (groups under '{fleet}', each with one head)")
+        if len(members) < min_nodes:
+            errors.append(f"cluster {name}: it has {len(members)} Spark(s) ({', '.join(members) or 'none'}); the roles "
+                          f"serve clusters of {min_nodes} to {max_nodes} Sparks for now (a single Spark has no cabled "
+                          "fabric, which the preflight still requires): add a worker to the cluster's group, or leave "
+                          "the node out of the fleet group")
         entry["topology"] = _topology(name, members, hostvars, errors)
         checks = [(h, parallel[h]) for h in members if h in parallel] or (
             [("", parallel["*"])] if "*" in parallel else [])

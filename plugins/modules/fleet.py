@@ -60,6 +60,12 @@ options:
     description: GPUs per node (one GB10 per DGX Spark).
     type: int
     default: 1
+  min_nodes:
+    description:
+      - Refuse clusters with fewer nodes, naming them. The preflight role sets V(2) until the roles serve a single
+        Spark (which has no cabled fabric).
+    type: int
+    default: 1
 seealso:
   - module: dgxspark.vllm.rdma_facts
 notes:

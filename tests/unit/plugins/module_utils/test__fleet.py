@@ -203,3 +203,10 @@ def test_duplicate_fabric_ips_across_clusters():
 
 def test_missing_fleet_group():
     assert "no group 'spark_pairs'" in resolve_fleet({"all": []}, {})["errors"][0]
+
+
+def test_a_caller_may_refuse_single_node_clusters_naming_them():
+    groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")], "solo": [("s3", "head")]})
+    (error,) = resolve_fleet(groups, hv, min_nodes=2)["errors"]
+    assert error.startswith("cluster solo: it has 1 Spark(s) (s3); the roles serve clusters of 2 to 8 Sparks for now")
+    assert resolve_fleet(groups, hv)["errors"] == []
