@@ -152,14 +152,16 @@ def standin_api(base, path, key=KEY, body=None):
 
 
 def rendered_flags():
-    """Every flag vllm_serve renders (its argv is built in present.yml)."""
-    text = (REPO / "roles" / "vllm_serve" / "tasks" / "present.yml").read_text()
-    return sorted(set(re.findall(r"'(--[a-z][a-z-]+)'", text)))
+    """Every flag vllm_serve renders: the release record's settings table and serve_argv, in
+    plugins/module_utils/_release.py, the one place a serving setting becomes a flag."""
+    text = (REPO / "plugins" / "module_utils" / "_release.py").read_text()
+    return sorted(set(re.findall(r"\"(--[a-z][a-z-]+)\"", text)))
 
 
 def test_standin_and_real_vllm_accept_every_flag_the_collection_renders(deployed, standin):
     flags = rendered_flags()
-    assert "--headless" in flags and "--nnodes" in flags
+    assert {"--headless", "--nnodes", "--tensor-parallel-size", "--gpu-memory-utilization", "--enforce-eager",
+            "--served-model-name", "--host"} <= set(flags), flags
     real = run(["docker", "run", "--rm", "--network", "none", IMAGE, "serve", "--help=all"], timeout=600).stdout
     fake = run([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", "--help"], env=standin[1]).stdout
     for name, text in (("real vLLM", real), ("stand-in", fake)):
