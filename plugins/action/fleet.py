@@ -12,6 +12,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import plain_
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
+    # It reads the inventory on the controller and changes nothing: the same in check mode.
+    _supports_check_mode = True
     _VALID_ARGS = frozenset(("fleet_group", "tensor_parallel_size", "pipeline_parallel_size", "parallel_variables",
                              "gpus_per_node", "min_nodes"))
 
