@@ -443,7 +443,8 @@ def wire_fabric(i: int) -> None:
     name = node_name(i)
     attached = json.loads(out(["docker", "container", "inspect", "--format", "{{json .NetworkSettings.Networks}}", name]))
     fabric_attached = {net: info for net, info in attached.items() if net.startswith(f"{PREFIX}-lab-fabric")}
-    wanted = fabric_nets(pair_of(i))
+    # A one-node cluster is a single Spark with nothing cabled to its CX7 ports: no fabric network at all.
+    wanted = fabric_nets(pair_of(i)) if cluster_size() > 1 else []
     links = json.loads(dexec(name, "ip", "-j", "-4", "addr", "show").stdout.decode())
     held = {a.get("local"): link["ifname"] for link in links for a in link.get("addr_info", [])}
     in_place = (set(fabric_attached) == {net for net, _ in wanted}
@@ -458,7 +459,8 @@ def wire_fabric(i: int) -> None:
             drop_links_holding(name, ip)
         for (net, _subnet), (_ifname, ip) in zip(wanted, node_twins(i)):
             run(["docker", "network", "connect", "--ip", ip, net, name], quiet=True)
-    name_links(name, node_twins(i))
+    if wanted:
+        name_links(name, node_twins(i))
 
 
 def drop_links_holding(node: str, ip: str) -> None:
@@ -597,7 +599,8 @@ def start_node(i: int) -> None:
     gateway = subnet_ip(MGMT_SUBNET, 1)
     mgmt_if = next((l["ifname"] for l in links for a in l.get("addr_info", []) if a.get("local") == mgmt_ip), "eth0")
     dexec(name, "ip", "route", "replace", "default", "via", gateway, "dev", mgmt_if)
-    log(f"node {name}: mgmt {mgmt_ip}, fabric " + ", ".join(f"{n} {ip}" for n, ip in node_twins(i)))
+    log(f"node {name}: mgmt {mgmt_ip}, " + ("fabric " + ", ".join(f"{n} {ip}" for n, ip in node_twins(i))
+                                             if cluster_size() > 1 else "no fabric (a single Spark)"))
 
 
 def name_links(name: str, twins: list[tuple[str, str]]) -> None:
@@ -710,8 +713,10 @@ def write_inventory(nodes: list[str]) -> None:
                 f"            {name}:",
                 f"              ansible_host: {mgmt_ip}",
                 f"              dgxspark_node_role: {'head' if name == members[0] else 'worker'}",
-                f"              dgxspark_fabric_ip: {fabric_ip}",
             ]
+            if size == 1:
+                continue  # a single Spark: no fabric
+            out_lines.append(f"              dgxspark_fabric_ip: {fabric_ip}")
             if ifname != FABRIC_IFNAMES[0]:
                 out_lines.append(f"              dgxspark_fabric_interface: {ifname}  # cabled on another CX7 port")
     INVENTORY.parent.mkdir(parents=True, exist_ok=True)
@@ -813,7 +818,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     TOPOLOGY.write_text(args.fabric_topology + "\n")
     CLUSTER_SIZE.write_text(f"{args.cluster_size}\n")
-    pairs = sorted({pair_of(i) for i in range(1, args.nodes + 1)})
+    pairs = sorted({pair_of(i) for i in range(1, args.nodes + 1)}) if args.cluster_size > 1 else []
     unwire_stale([n for n in existing if n not in extra], {net for pair in pairs for net, _ in fabric_nets(pair)})
     for pair in pairs:
         for net, subnet in fabric_nets(pair):
@@ -827,7 +832,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         start_node(i)
     for name in names:
         wait_node(name, key)
-    if RDMA:
+    if RDMA and args.cluster_size > 1:
         for name in names:
             # After the fabric addresses are in place: the GIDs carry them.
             dexec(name, "/usr/local/sbin/lab-rdma", "setup")

@@ -7,7 +7,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import plain_hostvars, resolve_fleet
+from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (node_fabric, plain_hostvars, resolve_fleet,
+                                                                          with_fabric)
 
 
 class ActionModule(ActionBase):
@@ -15,7 +16,7 @@ class ActionModule(ActionBase):
     # It reads the inventory on the controller and changes nothing: the same in check mode.
     _supports_check_mode = True
     _VALID_ARGS = frozenset(("fleet_group", "tensor_parallel_size", "pipeline_parallel_size", "parallel_variables",
-                             "gpus_per_node", "min_nodes"))
+                             "gpus_per_node", "min_nodes", "fabric"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -28,6 +29,7 @@ class ActionModule(ActionBase):
                                    "default": ["vllm_serve_tensor_parallel_size", "vllm_serve_pipeline_parallel_size"]},
             "gpus_per_node": {"type": "int", "default": 1},
             "min_nodes": {"type": "int", "default": 1},
+            "fabric": {"type": "dict"},
         })
         host = task_vars.get("inventory_hostname")
         fleet_group = args["fleet_group"] or task_vars.get("dgxspark_fleet_group") or "spark_pairs"
@@ -53,7 +55,30 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=f"{host}: it is not in the fleet group '{fleet_group}'; add its cluster's "
                                            f"group under '{fleet_group}', or run the play on that group only")
             return result
-        published = {key: fleet[key] for key in ("group", "clusters", "host_cluster")}
-        result.update(changed=False, ansible_facts={"dgxspark_fleet": published,
-                                                    "dgxspark_node": fleet["nodes"][host]})
+        node = fleet["nodes"][host]
+        # This node's fabric: given now (rdma_facts' result), else the one this play already published for it; the
+        # other members' as they published theirs (a later call, once every member found its own, sees them all).
+        published = {}
+        for member in fleet["nodes"]:
+            if member == host:
+                given = args["fabric"]
+                if given is None:
+                    given = (task_vars.get("dgxspark_node") or {}).get("fabric")
+            else:
+                try:
+                    given = ((task_vars.get("hostvars", {}).get(member) or {}).get("dgxspark_node") or {}).get("fabric")
+                except Exception as exc:  # a template error in another host's published fact
+                    raise AnsibleActionFail(f"fleet: cannot read {member}'s published dgxspark_node: {exc}") from exc
+            published[member] = node_fabric(given) if given else None
+        fabrics = {member: published[member] for member in node["members"]}
+        node, errors = with_fabric(node, fabrics)
+        if errors:
+            result.update(failed=True, errors=errors, msg=f"{host}: " + " | ".join(errors))
+            return result
+        fleet_fact = {key: fleet[key] for key in ("group", "clusters", "host_cluster")}
+        # Every node's fabric IP across the fleet (what it published, else the inventory's): a fleet-wide transfer
+        # over a switched fabric reaches nodes of other clusters.
+        fleet_fact["fabric_ips"] = {h: (published[h] or {}).get("ip") or fleet["nodes"][h]["fabric_ip"] or ""
+                                    for h in fleet["nodes"]}
+        result.update(changed=False, ansible_facts={"dgxspark_fleet": fleet_fact, "dgxspark_node": node})
         return result

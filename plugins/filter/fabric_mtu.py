@@ -6,41 +6,35 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: fabric_mtu_mismatch
-short_description: Say whether the nodes of a pair disagree on their fabric interface's MTU
+short_description: Say whether the nodes of a cluster disagree on their fabric interface's MTU
 version_added: 0.1.0
 author:
   - dgxspark.vllm maintainers
 description:
-  - Takes the hosts of one pair and C(hostvars), reads each host's C(dgxspark.vllm.rdma_facts) result (registered
-    under O(fact)) and returns an empty string when every host that has one reports the same C(fabric_mtu).
+  - Takes the cluster's members as the contract publishes them (C(dgxspark_node.member_fabric), from
+    M(dgxspark.vllm.fleet)) and returns an empty string when every member that published its fabric reports the same
+    C(mtu).
   - Otherwise returns one message naming every node with its fabric interface and MTU, and how to set the same MTU on
-    both ends. A mismatch drops large frames on one direction of the cable, so the pair must not start.
-  - Hosts without the fact (they failed earlier or are unreachable) are left out.
+    every node. A mismatch drops large frames on the way to the nodes with the smaller MTU, so the cluster must not
+    start.
+  - Members that did not publish a fabric (they failed earlier or are unreachable) are left out.
 positional: _input
 options:
   _input:
-    description: The inventory names of the pair's hosts.
+    description: C(dgxspark_node.member_fabric) - one dict a member with C(host), C(interface) and C(mtu).
     type: list
-    elements: str
+    elements: dict
     required: true
-  hostvars:
-    description: The C(hostvars) magic variable.
-    type: dict
-    required: true
-  pair:
-    description: The pair's name, for the message.
+  cluster:
+    description: The cluster's name, for the message.
     type: str
     required: true
-  fact:
-    description: The variable under which each host registered its C(rdma_facts) result.
-    type: str
-    default: preflight_fabric
 """
 
 EXAMPLES = r"""
-- name: Check that both ends of the pair's fabric have the same MTU
+- name: Check that every node of the cluster's fabric has the same MTU
   vars:
-    mismatch: "{{ pair_hosts | dgxspark.vllm.fabric_mtu_mismatch(hostvars, pair='pair1') }}"
+    mismatch: "{{ dgxspark_node.member_fabric | dgxspark.vllm.fabric_mtu_mismatch(cluster=dgxspark_node.cluster) }}"
   ansible.builtin.assert:
     that: mismatch | length == 0
     fail_msg: "{{ inventory_hostname }}: {{ mismatch }}"
@@ -73,13 +67,9 @@ def mtu_mismatch(ends: list[tuple[str, str, int | None]], pair: str) -> str:
             " cluster")
 
 
-def fabric_mtu_mismatch(hosts, hostvars, pair, fact="preflight_fabric"):
-    ends = []
-    for host in hosts:
-        facts = (hostvars[host] if host in hostvars else {}).get(fact) or {}
-        if facts.get("fabric_interface"):
-            ends.append((host, facts["fabric_interface"], facts.get("fabric_mtu")))
-    return mtu_mismatch(ends, pair)
+def fabric_mtu_mismatch(members, cluster):
+    ends = [(m["host"], m["interface"], m.get("mtu")) for m in members or [] if m.get("interface")]
+    return mtu_mismatch(ends, cluster)
 
 
 class FilterModule:

@@ -34,6 +34,11 @@ options:
   host:
     description: The host named in errors (C(inventory_hostname)).
     type: str
+  nodes:
+    description:
+    - The number of nodes of the cluster that serves it (C(dgxspark_node.size)). A single Spark serves in one engine
+      container without Ray or multi-node flags, so with V(1) the backend is V(mp) whatever the variables say.
+    type: int
 """
 
 EXAMPLES = r"""
@@ -41,7 +46,7 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     vllm_serve_wanted: >-
       {{ query('ansible.builtin.vars', *('vllm_serve_' | dgxspark.vllm.release_variables))
-         | dgxspark.vllm.release(restore=vllm_serve_restore, host=inventory_hostname) }}
+         | dgxspark.vllm.release(restore=vllm_serve_restore, host=inventory_hostname, nodes=dgxspark_node.size) }}
 """
 
 RETURN = r"""
@@ -55,7 +60,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _release
 
 
-def release(values, restore=None, host=None):
+def release(values, restore=None, host=None, nodes=None):
     """values: the role variables' values in release_variables order (a list), or a dict keyed by release key."""
     keys = _release.RELEASE_KEYS + _release.SETTING_KEYS
     if isinstance(values, dict):
@@ -67,9 +72,8 @@ def release(values, restore=None, host=None):
                                      f" (release_variables), got {len(values)}")
         inputs = dict(zip(keys, values))
     try:
-        if restore:
-            return _release.rollback_target(restore, inputs)
-        return _release.build(inputs)
+        result = _release.rollback_target(restore, inputs) if restore else _release.build(inputs)
+        return _release.for_cluster(result, nodes)
     except _release.ReleaseError as exc:
         raise AnsibleFilterError(f"{host or ''}{': ' if host else ''}release: {exc}") from exc
 

@@ -583,14 +583,22 @@ def lan_address(netdevs: t.Mapping[str, t.Mapping[str, t.Any]], ssh_connection: 
 def analyse(root: str = "/", ip_json: str = "[]", interface: str | None = None, fabric_cidr: str | None = None,
             require_rdma: bool = False, mtu: int | None = None, debug: bool = False,
             extra_env: t.Mapping[str, t.Any] | None = None, ssh_connection: str | None = None,
-            lan_hint: str | None = None) -> dict[str, t.Any]:
+            lan_hint: str | None = None, fabric: bool = True) -> dict[str, t.Any]:
     """Discover the fabric below ``root`` and return the facts of ``dgxspark.vllm.rdma_facts``.
+
+    With ``fabric`` false (a one-node cluster: a single Spark has no cabled fabric) only the LAN address is looked
+    for: no fabric interface is chosen, the transport is ``none`` and the environment is empty.
 
     Raises :class:`FabricError` with a message naming what is wrong.
     """
     network = parse_network(fabric_cidr)
     ip_info = parse_ip_addr_json(ip_json)
     netdevs = read_netdevs(root, ip_info, read_default_route_interfaces(root))
+    if not fabric:
+        lan_interface, lan_ip = lan_address(netdevs, ssh_connection, hint=lan_hint)
+        return {"rdma_devices": {}, "netdevs": netdevs, "fabric_interface": None, "fabric_ip": None,
+                "fabric_mtu": None, "fabric_hcas": [], "transport": "none", "env": dict(extra_env or {}),
+                "lan_interface": lan_interface, "lan_ip": lan_ip, "warnings": []}
     addresses = {name: _ipv4_list(dev) for name, dev in netdevs.items()}
     rdma_devices = read_rdma_devices(root, addresses)
     for device in sorted(rdma_devices, key=_spark_rank):

@@ -199,10 +199,9 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
             errors.append(f"cluster {name}: it has {len(members)} Sparks ({', '.join(members)}); a cluster has 1 to "
                           f"{max_nodes}: split it into clusters (groups under '{fleet}', each with one head)")
         if len(members) < min_nodes:
-            errors.append(f"cluster {name}: it has {len(members)} Spark(s) ({', '.join(members) or 'none'}); the roles "
-                          f"serve clusters of {min_nodes} to {max_nodes} Sparks for now (a single Spark has no cabled "
-                          "fabric, which the preflight still requires): add a worker to the cluster's group, or leave "
-                          "the node out of the fleet group")
+            errors.append(f"cluster {name}: it has {len(members)} Spark(s) ({', '.join(members) or 'none'}); this play "
+                          f"serves clusters of {min_nodes} to {max_nodes} Sparks: add a worker to the cluster's group, "
+                          "or leave the node out of the fleet group")
         entry["topology"] = _topology(name, members, hostvars, errors)
         checks = [(h, parallel[h]) for h in members if h in parallel] or (
             [("", parallel["*"])] if "*" in parallel else [])
@@ -240,3 +239,50 @@ def plain_hostvars(groups: dict, hostvars, fleet: str) -> dict:
         hv = hostvars[host] if host in hostvars else {}
         out[host] = {key: hv.get(key) for key in HOST_VARS}
     return out
+
+
+FABRIC_KEYS = {"interface": "fabric_interface", "ip": "fabric_ip", "mtu": "fabric_mtu", "transport": "transport",
+               "env": "env", "lan_ip": "lan_ip", "lan_interface": "lan_interface"}
+
+
+def node_fabric(facts: dict | None) -> dict:
+    """This node's fabric as the contract publishes it, from dgxspark.vllm.rdma_facts' result (or an already
+    published ``fabric`` dict): interface, ip, mtu, transport, env (the NCCL/Ray/vLLM variables), lan_ip."""
+    facts = facts or {}
+    if "fabric_interface" not in facts and "interface" in facts:
+        facts = {source: facts.get(key) for key, source in FABRIC_KEYS.items()}
+    out = {key: facts.get(source) for key, source in FABRIC_KEYS.items()}
+    out["env"] = {str(k): str(v) for k, v in (out["env"] or {}).items()}
+    for key in ("interface", "ip", "transport", "lan_ip", "lan_interface"):
+        out[key] = str(out[key]) if out[key] not in (None, "") else ""
+    return out
+
+
+def with_fabric(node: dict, fabrics: dict) -> tuple[dict, list[str]]:
+    """NODE (one entry of resolve_fleet's ``nodes``) with the fabric of its cluster's members added.
+
+    FABRICS maps a member to its published fabric (node_fabric) or None when it has not published one yet. Adds
+    ``fabric`` (this node's, {} when unknown), ``member_fabric`` (one entry a member, in rank order: host, rank, ip,
+    lan_ip, interface, mtu; empty where unknown), ``head_fabric_ip``, ``head_lan_ip`` and ``fabric_complete``
+    (every member published). Returns it with the problems found: two members with one fabric IP.
+    """
+    errors = []
+    members = []
+    for rank, host in enumerate(node["members"]):
+        fab = fabrics.get(host) or {}
+        members.append({"host": host, "rank": rank, "ip": fab.get("ip") or "", "lan_ip": fab.get("lan_ip") or "",
+                        "interface": fab.get("interface") or "", "mtu": fab.get("mtu")})
+    seen: dict[str, str] = {}
+    for entry in members:
+        if entry["ip"] and entry["ip"] in seen:
+            errors.append(f"cluster {node['cluster']}: hosts {seen[entry['ip']]} and {entry['host']} both have the "
+                          f"fabric IP {entry['ip']} (found on their fabric interfaces); give each node its own address "
+                          "(netplan) or set dgxspark_fabric_interface to the right port")
+        elif entry["ip"]:
+            seen[entry["ip"]] = entry["host"]
+    head = members[0] if members and node.get("head") == members[0]["host"] else {"ip": "", "lan_ip": ""}
+    out = dict(node)
+    out.update(fabric=dict(fabrics.get(node["members"][node["rank"]]) or {}), member_fabric=members,
+               head_fabric_ip=head["ip"], head_lan_ip=head["lan_ip"],
+               fabric_complete=all(fabrics.get(h) for h in node["members"]))
+    return out, errors

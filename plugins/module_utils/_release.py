@@ -175,6 +175,14 @@ def build(inputs: t.Mapping[str, t.Any], *, where: str = VARIABLE_PREFIX) -> dic
     return release
 
 
+def for_cluster(release: dict[str, t.Any], nodes: t.Any = None) -> dict[str, t.Any]:
+    """RELEASE as a cluster of NODES serves it: a single Spark serves in one engine container, without Ray or
+    multi-node flags (backend mp); larger clusters (and an unknown size) keep the backend they asked for."""
+    if nodes is not None and int(nodes) == 1 and release.get("backend") != "mp":
+        release = dict(release, backend="mp")
+    return release
+
+
 def finish(release: t.Mapping[str, t.Any], *, enforce_eager: bool | None = None,
            remedies: t.Sequence[t.Any] = (), endpoint: t.Mapping[str, t.Any] | None = None,
            image_id: str = "") -> dict[str, t.Any]:

@@ -61,15 +61,22 @@ options:
     type: int
     default: 1
   min_nodes:
-    description:
-      - Refuse clusters with fewer nodes, naming them. The preflight role sets V(2) until the roles serve a single
-        Spark (which has no cabled fabric).
+    description: Refuse clusters with fewer nodes, naming them.
     type: int
     default: 1
+  fabric:
+    description:
+      - This node's fabric as M(dgxspark.vllm.rdma_facts) found it (its registered result), published in
+        C(dgxspark_node.fabric). Unset keeps what an earlier call of this play published for this node.
+      - Every call also collects the fabric the other members of the cluster published, in
+        C(dgxspark_node.member_fabric); a call after every member found its own (the preflight's second call) sees
+        them all, and C(dgxspark_node.fabric_complete) says so. Two members with one fabric IP fail the task.
+    type: dict
 seealso:
   - module: dgxspark.vllm.rdma_facts
 notes:
-  - The facts are computed from the inventory alone, so they are the same whichever host computes them.
+  - The fleet is computed from the inventory alone, so it is the same whichever host computes it; only the fabric
+    comes from the nodes.
 """
 
 EXAMPLES = r"""
@@ -77,6 +84,17 @@ EXAMPLES = r"""
   dgxspark.vllm.fleet:
     tensor_parallel_size: "{{ vllm_serve_tensor_parallel_size }}"
     pipeline_parallel_size: "{{ vllm_serve_pipeline_parallel_size }}"
+
+- name: Find this node's fabric
+  dgxspark.vllm.rdma_facts:
+  register: fabric
+
+- name: Publish it in dgxspark_node.fabric
+  dgxspark.vllm.fleet:
+    fabric: "{{ fabric }}"
+
+- name: Collect every member's (now that each published its own)
+  dgxspark.vllm.fleet:
 
 - name: Show the ranks
   ansible.builtin.debug:
@@ -92,7 +110,8 @@ ansible_facts:
     dgxspark_fleet:
       description:
         - C(group), C(clusters) (name to C(head), C(workers), C(members) in rank order, C(hosts) (the same list),
-          C(size), C(gpus), C(topology), C(fabric_ips)) and C(host_cluster) (host to cluster name).
+          C(size), C(gpus), C(topology), C(fabric_ips) from the inventory), C(host_cluster) (host to cluster name) and
+          C(fabric_ips) (every node of the fleet to the fabric IP it published, else the inventory's, else empty).
       type: dict
       sample:
         group: spark_pairs
@@ -100,10 +119,21 @@ ansible_facts:
           pair1: {head: spark-1, workers: [spark-2], members: [spark-1, spark-2], hosts: [spark-1, spark-2], size: 2,
                   gpus: 2, topology: direct, fabric_ips: {spark-1: 192.168.100.11, spark-2: 192.168.100.12}}
         host_cluster: {spark-1: pair1, spark-2: pair1}
+        fabric_ips: {spark-1: 192.168.100.11, spark-2: 192.168.100.12}
     dgxspark_node:
       description: This host's C(cluster), C(head), C(members), C(rank), C(is_head), C(size), C(gpus), C(topology)
         and C(fabric_ip) (from the inventory; empty when the preflight is to find it).
+        - With O(fabric) (or once published), C(fabric) (this node's C(interface), C(ip), C(mtu), C(transport), C(env)
+          - the NCCL, Ray and vLLM variables - C(lan_ip), C(lan_interface)), C(member_fabric) (one entry a member in
+          rank order - C(host), C(rank), C(ip), C(lan_ip), C(interface) - empty strings where not yet known),
+          C(head_fabric_ip), C(head_lan_ip) and C(fabric_complete).
       type: dict
       sample: {cluster: pair1, head: spark-1, members: [spark-1, spark-2], rank: 1, is_head: false, size: 2, gpus: 2,
-               topology: direct, fabric_ip: 192.168.100.12}
+               topology: direct, fabric_ip: 192.168.100.12,
+               fabric: {interface: enp1s0f1np1, ip: 192.168.100.12, mtu: 9000, transport: roce,
+                        env: {VLLM_HOST_IP: 192.168.100.12, NCCL_SOCKET_IFNAME: enp1s0f1np1}, lan_ip: 10.0.0.12,
+                        lan_interface: enP7s7},
+               member_fabric: [{host: spark-1, rank: 0, ip: 192.168.100.11, lan_ip: 10.0.0.11, interface: enp1s0f1np1},
+                               {host: spark-2, rank: 1, ip: 192.168.100.12, lan_ip: 10.0.0.12, interface: enp1s0f1np1}],
+               head_fabric_ip: 192.168.100.11, head_lan_ip: 10.0.0.11, fabric_complete: true}
 """

@@ -69,6 +69,14 @@ options:
       - Either way, an MTU below 9000 (NVIDIA's netplan sets none, so links come up at 1500) is a warning that says how
         to set 9000; the pair still works.
     type: int
+  fabric:
+    description:
+      - Whether this node has a fabric to find. V(false) for a one-node cluster (a single Spark has no cabled
+        fabric): only RV(lan_ip) and RV(lan_interface) are looked for, RV(transport) is V(none), RV(env) holds only
+        O(extra_env), and the fabric values are V(null).
+    type: bool
+    default: true
+    version_added: 0.2.0
   lan_hint:
     description:
       - An address the controller reaches this node at, normally the inventory's C(ansible_host). When an interface of
@@ -190,7 +198,7 @@ fabric_hcas:
   elements: str
   sample: [rocep1s0f1, roceP2p1s0f1]
 transport:
-  description: V(roce) when at least one RoCE port is usable, otherwise V(socket).
+  description: V(roce) when at least one RoCE port is usable, otherwise V(socket); V(none) with O(fabric=false).
   returned: always
   type: str
   sample: roce
@@ -281,6 +289,7 @@ def run_module(module: AnsibleModule) -> dict:
             extra_env=params["extra_env"],
             ssh_connection=os.environ.get("SSH_CONNECTION"),
             lan_hint=params["lan_hint"],
+            fabric=params["fabric"],
         )
     except FabricError as exc:
         module.fail_json(msg=f"rdma_facts: {exc}")
@@ -299,6 +308,7 @@ def main() -> None:
             debug=dict(type="bool", default=False),
             extra_env=dict(type="dict", default={}),
             lan_hint=dict(type="str"),
+            fabric=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )

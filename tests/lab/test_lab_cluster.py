@@ -5,6 +5,7 @@ The inventory has one cluster of four (lab.py up --cluster-size 4 --fabric-topol
 the workers ranks 1 to 3. The image is on the head only, so image_sync relays it to the three others. Ray forms a
 cluster of four and waits for four GPUs; the mp backend runs `--nnodes 4` with ranks 1 to 3 headless. A worker killed
 while the cluster forms fails the deploy naming that node, and nothing is left running on the other three.
+Then two one-node clusters (single Sparks, no fabric) serve TP=1 each, without Ray or multi-node flags.
 """
 
 from __future__ import annotations
@@ -158,3 +159,54 @@ def test_a_worker_killed_while_the_cluster_forms_fails_the_deploy_naming_it_and_
     assert "Every node of the cluster was torn down." in text
     for i in range(1, NODES + 1):
         assert engines(i) == {}, (i, engines(i))
+
+
+@pytest.fixture(scope="module")
+def singles(cluster4):
+    """Two one-node clusters (lab.py up --cluster-size 1): single Sparks with nothing cabled to their CX7 ports."""
+    run([*LAB, "up", "--nodes", "2", "--cluster-size", "1"])
+    for i in (1, 2):  # each head builds its own serving image: no fabric to sync one over
+        if node_exec(node(i), "docker", "image", "inspect", ENGINE, check=False).returncode != 0:
+            save = subprocess.Popen(["docker", "save", ENGINE], stdout=subprocess.PIPE)
+            subprocess.run(["docker", "exec", "-i", node(i), "docker", "load", "-q"], stdin=save.stdout, check=True,
+                           capture_output=True)
+            save.stdout.close()
+            assert save.wait() == 0
+    run([*LAB, "models"])
+    teardown()
+    yield
+    teardown()
+
+
+def test_single_sparks_serve_tp1_without_ray_fabric_or_multi_node_flags_and_a_rerun_restarts_nothing(singles):
+    for i in (1, 2):  # no fabric link at all: the roles must not need one
+        assert "enp1s0f1np1" not in node_exec(node(i), "ip", "-br", "link").stdout
+    tp1 = ["-e", "dgxspark_tensor_parallel_size=1"]
+    first = deploy(*tp1)
+    assert first.returncode == 0, first.stdout[-5000:]
+    for i, name in ((1, "cluster1"), (2, "cluster2")):
+        assert (f"{name}: serving qwen3.5-122b-a10b-fp8 at {api_url(i)}/v1, TP 1 over {node(i)}, 1 GPU(s), "
+                "ready in") in flat(first), flat(first)[-3000:]
+    assert f"{node(1)} (cluster1 head): GPU" in flat(first) and "a single Spark (no fabric)" in flat(first)
+    for i in (1, 2):
+        running = engines(i)
+        assert list(running) == ["dgxspark-vllm"], running  # one engine container, no Ray
+        argv = json.loads(running["dgxspark-vllm"][2])
+        assert argv[argv.index("--tensor-parallel-size") + 1] == "1", argv
+        assert not {"--distributed-executor-backend", "--nnodes", "--node-rank", "--master-addr", "--headless"} & set(argv)
+        env = node_exec(node(i), "docker", "inspect", "-f", "{{json .Config.Env}} {{json .HostConfig.Devices}}",
+                        "dgxspark-vllm").stdout
+        assert "NCCL_SOCKET_IFNAME" not in env and "VLLM_HOST_IP" not in env and "/dev/infiniband" not in env, env
+    request = urllib.request.Request(
+        f"{api_url(2)}/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+        data=json.dumps({"model": "qwen3.5-122b-a10b-fp8", "max_tokens": 8,
+                         "messages": [{"role": "user", "content": "hello"}]}).encode())
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=60) as response:
+        assert json.load(response)["usage"]["completion_tokens"] > 0
+    assert completion()["usage"]["completion_tokens"] > 0
+    before = [engines(i) for i in (1, 2)]
+    second = deploy(*tp1)
+    assert second.returncode == 0, second.stdout[-5000:]
+    for i in (1, 2):
+        assert recap(second.stdout, node(i))["changed"] == 0, second.stdout[-3000:]
+    assert [engines(i) for i in (1, 2)] == before

@@ -43,6 +43,9 @@ TRUST_PLAY = """---
 - name: Transfer trust
   hosts: spark_pairs
   gather_facts: false
+  pre_tasks:
+    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
+      dgxspark.vllm.fleet:
   roles:
     - role: dgxspark.vllm.node_trust
 """
@@ -51,6 +54,9 @@ SYNC_PLAY = """---
 - name: Image sync
   hosts: spark_pairs
   gather_facts: false
+  pre_tasks:
+    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
+      dgxspark.vllm.fleet:
   roles:
     - role: dgxspark.vllm.image_sync
 """

@@ -26,6 +26,9 @@ SYNC_PLAY = """---
 - name: Model sync
   hosts: spark_pairs
   gather_facts: false
+  pre_tasks:
+    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
+      dgxspark.vllm.fleet:
   roles:
     - role: dgxspark.vllm.model_sync
 """

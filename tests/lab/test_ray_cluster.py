@@ -92,7 +92,7 @@ def test_wrong_fabric_interface_on_the_worker_is_named(ray_lab, tmp_path):
     override = tmp_path / "override.yml"
     override.write_text("all:\n  children:\n    spark_pairs:\n      children:\n        pair1:\n          hosts:\n"
                         f"            {node(2)}:\n              dgxspark_fabric_interface: eth0\n")
-    proc = ray_play("-e", "lab_preflight=false", inventory_extra=override)
+    proc = ray_play(inventory_extra=override)
     assert proc.returncode != 0
     flat = " ".join(proc.stdout.split())
     assert f"{node(2)}: the fabric interface eth0 has {mgmt_ip(2)}, but the inventory says dgxspark_fabric_ip={fabric_ip(2)}" in flat

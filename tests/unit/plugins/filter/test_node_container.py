@@ -113,9 +113,18 @@ def _container_tasks(path):
     return found
 
 
+def test_one_task_runs_every_engine_container():
+    """The Ray head, the Ray workers and the mp ranks all run through roles/ray_cluster/tasks/container.yml: no other
+    task file of the roles starts a container from a spec of its own."""
+    starters = {str(p.relative_to(ROOT)) for p in ROOT.glob("roles/*/tasks/*.yml") if _container_tasks(p)}
+    assert starters == {"roles/ray_cluster/tasks/container.yml"}
+    for path in ("roles/ray_cluster/tasks/present.yml", "roles/vllm_serve/tasks/mp.yml"):
+        text = (ROOT / path).read_text()
+        assert "include_tasks: container.yml" in text or "tasks_from: container" in text, path
+
+
 @pytest.mark.parametrize("path,spec", [
-    ("roles/ray_cluster/tasks/present.yml", "ray_cluster_spec.container"),
-    ("roles/vllm_serve/tasks/mp.yml", "vllm_serve_mp_spec.container"),
+    ("roles/ray_cluster/tasks/container.yml", "ray_cluster_run.container"),
 ])
 def test_every_engine_container_task_passes_every_option_of_the_definition(path, spec):
     """No backend's task may drop or hand-write an option: every key comes from the one definition."""

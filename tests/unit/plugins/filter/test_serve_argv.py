@@ -140,6 +140,18 @@ def test_a_one_node_cluster_has_tp1_and_no_multi_node_flags(backend):
     assert not {"--distributed-executor-backend", "--nnodes", "--node-rank", "--master-addr", "--headless"} & set(got)
 
 
+@pytest.mark.parametrize("backend", ["ray", "mp"])
+def test_a_single_spark_serves_without_ray_whatever_the_backend_asked(backend):
+    """One engine container, no Ray: with nodes=1 the release's backend is mp (the container the role then runs)."""
+    wanted = F["release"](values(vllm_serve_backend=backend, vllm_serve_tensor_parallel_size=1), host="s", nodes=1)
+    assert wanted["backend"] == "mp"
+    for nodes in (2, None):
+        assert F["release"](values(vllm_serve_backend=backend), host="s", nodes=nodes)["backend"] == backend
+    restored = F["release"](values(), restore=dict(release(vllm_serve_backend="ray", vllm_serve_tensor_parallel_size=1)),
+                            host="s", nodes=1)
+    assert restored["backend"] == "mp"
+
+
 @pytest.mark.parametrize("rank,nodes,match", [(2, 2, "rank 2 is not a rank of a cluster of 2"),
                                               (-1, 2, "rank -1"), (0, 9, "1 to 8 nodes"), (0, 0, "1 to 8 nodes")])
 def test_ranks_and_sizes_outside_a_cluster_are_refused(rank, nodes, match):

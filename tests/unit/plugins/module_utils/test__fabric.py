@@ -509,3 +509,16 @@ def test_lan_address_prefers_ansible_host_when_the_node_holds_it(tmp_path):
 def test_lan_address_ignores_a_dns_name_a_nat_address_and_the_fabric(tmp_path, hint):
     facts = run(tmp_path, trees.spark_layout(), lan_hint=hint)
     assert (facts["lan_interface"], facts["lan_ip"]) == ("enP7s7", "10.0.0.10")
+
+
+def test_single_spark_without_a_cable_finds_only_its_lan_address(tmp_path):
+    """A one-node cluster: no CX7 port is cabled (every port DOWN, no fabric address). With fabric=False no fabric
+    interface is chosen and the LAN address is still found."""
+    layout = trees.spark_layout(addresses={name: [] for _device, name, _mac in trees.CX7})
+    for netdev in layout[0].values():
+        if netdev.get("mac", "").startswith("4c:bb:47:2d:00:0"):
+            netdev["operstate"] = "down"
+    facts = run(tmp_path, layout, fabric=False, lan_hint="10.0.0.10", extra_env={"NCCL_DEBUG": "WARN"})
+    assert (facts["lan_interface"], facts["lan_ip"]) == ("enP7s7", "10.0.0.10")
+    assert facts["fabric_interface"] is None and facts["fabric_ip"] is None and facts["transport"] == "none"
+    assert facts["env"] == {"NCCL_DEBUG": "WARN"} and facts["warnings"] == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import resolve_fleet
+from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import node_fabric, resolve_fleet, with_fabric
 
 
 def inv(clusters, extra_groups=None, topology=None):
@@ -208,5 +208,50 @@ def test_missing_fleet_group():
 def test_a_caller_may_refuse_single_node_clusters_naming_them():
     groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")], "solo": [("s3", "head")]})
     (error,) = resolve_fleet(groups, hv, min_nodes=2)["errors"]
-    assert error.startswith("cluster solo: it has 1 Spark(s) (s3); the roles serve clusters of 2 to 8 Sparks for now")
+    assert error.startswith("cluster solo: it has 1 Spark(s) (s3); this play serves clusters of 2 to 8 Sparks")
     assert resolve_fleet(groups, hv)["errors"] == []
+
+
+def _fab(ip, lan, iface="enp1s0f1np1"):
+    return {"fabric_interface": iface, "fabric_ip": ip, "fabric_mtu": 9000, "transport": "roce",
+            "env": {"VLLM_HOST_IP": ip, "NCCL_IB_GID_INDEX": 3}, "lan_ip": lan, "lan_interface": "enP7s7",
+            "netdevs": {"ignored": {}}}
+
+
+def test_the_fabric_each_member_published_is_in_every_members_node_fact():
+    groups, hv = inv({"c": [("s1", "head"), ("s2", "worker"), ("s3", "worker")]})
+    hv["s1"]["dgxspark_fabric_topology"] = "switch"
+    node = resolve_fleet(groups, hv)["nodes"]["s2"]
+    fabrics = {"s1": node_fabric(_fab("10.9.0.1", "10.0.0.1")), "s2": node_fabric(_fab("10.9.0.2", "10.0.0.2")),
+               "s3": None}
+    out, errors = with_fabric(node, fabrics)
+    assert errors == []
+    assert out["fabric"] == {"interface": "enp1s0f1np1", "ip": "10.9.0.2", "mtu": 9000, "transport": "roce",
+                             "env": {"VLLM_HOST_IP": "10.9.0.2", "NCCL_IB_GID_INDEX": "3"}, "lan_ip": "10.0.0.2",
+                             "lan_interface": "enP7s7"}
+    assert [(m["host"], m["rank"], m["ip"]) for m in out["member_fabric"]] == [
+        ("s1", 0, "10.9.0.1"), ("s2", 1, "10.9.0.2"), ("s3", 2, "")]
+    assert (out["head_fabric_ip"], out["head_lan_ip"], out["fabric_complete"]) == ("10.9.0.1", "10.0.0.1", False)
+    fabrics["s3"] = node_fabric(_fab("10.9.0.3", "10.0.0.3"))
+    assert with_fabric(node, fabrics)[0]["fabric_complete"] is True
+    # A published fabric dict goes through unchanged (a later call keeps what an earlier one published).
+    assert node_fabric(out["fabric"]) == out["fabric"]
+
+
+def test_two_members_with_one_fabric_ip_are_named():
+    groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")]})
+    node = resolve_fleet(groups, hv)["nodes"]["s1"]
+    _out, errors = with_fabric(node, {"s1": node_fabric(_fab("10.9.0.1", "a")), "s2": node_fabric(_fab("10.9.0.1", "b"))})
+    assert errors == ["cluster pair1: hosts s1 and s2 both have the fabric IP 10.9.0.1 (found on their fabric "
+                      "interfaces); give each node its own address (netplan) or set dgxspark_fabric_interface to the "
+                      "right port"]
+
+
+def test_a_single_node_has_no_fabric_but_its_lan_address():
+    groups, hv = inv({"solo": [("s1", "head")]})
+    node = resolve_fleet(groups, hv)["nodes"]["s1"]
+    single = {"fabric_interface": None, "fabric_ip": None, "fabric_mtu": None, "transport": "none", "env": {},
+              "lan_ip": "10.0.0.1", "lan_interface": "enP7s7"}
+    out, errors = with_fabric(node, {"s1": node_fabric(single)})
+    assert errors == [] and out["topology"] == "single" and out["fabric_complete"]
+    assert (out["fabric"]["ip"], out["fabric"]["env"], out["head_lan_ip"], out["head_fabric_ip"]) == ("", {}, "10.0.0.1", "")
