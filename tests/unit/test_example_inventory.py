@@ -13,7 +13,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import HOST_V
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "example" / "hosts.yml"
 
 
-def test_example_inventory_is_a_valid_fleet_of_two_pairs_and_a_switched_cluster_of_four():
+def test_example_inventory_is_a_valid_fleet_of_two_pairs_a_switched_cluster_of_four_and_a_single_spark():
     loader = DataLoader()
     inventory = InventoryManager(loader=loader, sources=[str(EXAMPLE)])
     variables = VariableManager(loader=loader, inventory=inventory)
@@ -27,5 +27,5 @@ def test_example_inventory_is_a_valid_fleet_of_two_pairs_and_a_switched_cluster_
     fleet = resolve_fleet(groups, hostvars, parallel=parallel)
     assert fleet["errors"] == []
     assert {name: (c["size"], c["topology"]) for name, c in fleet["clusters"].items()} == {
-        "pair_a": (2, "direct"), "pair_b": (2, "direct"), "cluster_c": (4, "switch")}
+        "pair_a": (2, "direct"), "pair_b": (2, "direct"), "cluster_c": (4, "switch"), "solo_d": (1, "single")}
     assert fleet["nodes"]["spark-c4.example.internal"]["rank"] == 3
