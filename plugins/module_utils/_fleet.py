@@ -286,3 +286,32 @@ def with_fabric(node: dict, fabrics: dict) -> tuple[dict, list[str]]:
                head_fabric_ip=head["ip"], head_lan_ip=head["lan_ip"],
                fabric_complete=all(fabrics.get(h) for h in node["members"]))
     return out, errors
+
+
+def cluster_batches(fleet: dict, order: list[str], clusters_per_batch: int = 1) -> list[int]:
+    """The sizes of a rolling play's batches (its ``serial`` list) such that every batch holds whole clusters.
+
+    FLEET is resolve_fleet's result, ORDER the hosts in the play's order (``order: inventory``: the fleet group's
+    order). Each batch is CLUSTERS_PER_BATCH clusters, in the order their first host comes. Raises ValueError when a
+    cluster's hosts are not next to each other in ORDER (Ansible cuts batches by count, so a batch would split it).
+    """
+    if int(clusters_per_batch) < 1:
+        raise ValueError(f"clusters per batch must be at least 1, is {clusters_per_batch}")
+    hosts = [h for h in order if h in fleet["host_cluster"]]
+    runs: list[tuple[str, int]] = []
+    for host in hosts:
+        name = fleet["host_cluster"][host]
+        if runs and runs[-1][0] == name:
+            runs[-1] = (name, runs[-1][1] + 1)
+        else:
+            runs.append((name, 1))
+    seen: set[str] = set()
+    for name, _count in runs:
+        if name in seen:
+            members = [h for h in hosts if fleet["host_cluster"][h] == name]
+            raise ValueError(f"cluster {name}: its hosts ({', '.join(members)}) are not listed together in the "
+                             "inventory, so a rolling batch would split it; list each cluster's hosts under its group, "
+                             "one cluster after the other")
+        seen.add(name)
+    step = int(clusters_per_batch)
+    return [sum(count for _name, count in runs[i:i + step]) for i in range(0, len(runs), step)] or [1]

@@ -255,3 +255,21 @@ def test_a_single_node_has_no_fabric_but_its_lan_address():
     out, errors = with_fabric(node, {"s1": node_fabric(single)})
     assert errors == [] and out["topology"] == "single" and out["fabric_complete"]
     assert (out["fabric"]["ip"], out["fabric"]["env"], out["head_lan_ip"], out["head_fabric_ip"]) == ("", {}, "10.0.0.1", "")
+
+
+def test_rolling_batches_hold_whole_clusters_whatever_their_sizes():
+    from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import cluster_batches
+    groups, hv = inv({"pair1": [("a1", "head"), ("a2", "worker")],
+                      "big": [("c1", "head"), ("c2", "worker"), ("c3", "worker"), ("c4", "worker")],
+                      "solo": [("d1", "head")]})
+    hv["c1"]["dgxspark_fabric_topology"] = "switch"
+    fleet = resolve_fleet(groups, hv)
+    order = groups["spark_pairs"]
+    assert cluster_batches(fleet, order, 1) == [2, 4, 1]
+    assert cluster_batches(fleet, order, 2) == [6, 1]
+    assert cluster_batches(fleet, order, 5) == [7]
+    with pytest.raises(ValueError, match="at least 1"):
+        cluster_batches(fleet, order, 0)
+    scattered = ["a1", "c1", "a2", "c2", "c3", "c4", "d1"]
+    with pytest.raises(ValueError, match=r"cluster pair1: its hosts \(a1, a2\) are not listed together"):
+        cluster_batches(fleet, scattered, 1)
