@@ -170,8 +170,28 @@ def test_fleet_deploy_serves_every_pair(fleet):
         assert completion(pair)
 
 
+def serving_image_id(i, container):
+    return node_exec(node(i), "docker", "inspect", "-f", "{{.Image}}", container).stdout.strip()
+
+
 def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fleet, tmp_path):
     before = {pair: release(pair) for pair in HEADS}
+    # pair2's serving tag moves to another image on both its nodes after the deploy (an overlay rebuilt under the
+    # same tag): the rollback must serve the image that served, by its ID, not what the tag names now.
+    old_id = before["pair2"]["image_id"]
+    assert old_id.startswith("sha256:") and serving_image_id(3, "dgxspark-ray-head") == old_id, before["pair2"]
+    moved_to = node_exec(node(3), "docker", "image", "inspect", "-f", "{{.Id}}", BASE).stdout.strip()
+    assert moved_to != old_id
+    for i in (3, 4):
+        node_exec(node(i), "docker", "tag", BASE, before["pair2"]["image"])
+    try:
+        rollout_with_a_moved_tag(before, old_id, tmp_path)
+    finally:  # the tag names the image it named again, for the deploys of the tests below
+        for i in (3, 4):
+            node_exec(node(i), "docker", "tag", old_id, before["pair2"]["image"])
+
+
+def rollout_with_a_moved_tag(before, old_id, tmp_path):
     # The new release is in the inventory: pair1 gets the good image, pair2 an image that dies at start.
     # Both are only on the heads: staging syncs them to the workers.
     load_into(NEW, 1)
@@ -193,7 +213,12 @@ def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fle
     # pair1 switched and serves the new release; pair2 serves its old one again, and answers the canary prompt.
     assert rollout_record("pair1")["result"] == "switched" and rollout_record("pair2")["result"] == "rolled back"
     assert image_label(1, release("pair1")["image"], "org.dgxspark.test.release") == "2", release("pair1")
-    assert release("pair2") == before["pair2"]
+    # Served by ID: the record names the image by ID, every other field is the one before.
+    after = release("pair2")
+    assert after["image"] == old_id and after["image_id"] == old_id, after
+    assert {k: v for k, v in after.items() if k != "image"} == {k: v for k, v in before["pair2"].items() if k != "image"}
+    assert serving_image_id(3, "dgxspark-ray-head") == old_id and serving_image_id(4, "dgxspark-ray-worker") == old_id
+    assert rollout_record("pair2")["from"]["image"] == before["pair2"]["image"]
     assert serving("pair2") and serving("pair1")
     for pair in HEADS:
         sent, answered, _failed, outside = counts[pair]
