@@ -8,6 +8,7 @@ switched may only miss requests while it is switched (its window is recorded by 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -168,6 +169,14 @@ def test_fleet_deploy_serves_every_pair(fleet):
     for pair, head in HEADS.items():
         assert f"{pair}: serving {SERVED} at {api_url(head)}/v1, TP 2 over {node(head)} + {node(head + 1)}" in text
         assert completion(pair)
+    # status.yml (the cluster_status filter): a line per pair with its engine, tokens and Ray, a row per member.
+    status = flat(run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "status.yml")],
+                      env=ansible_env()))
+    for pair, head in HEADS.items():
+        assert re.search(rf"{pair}: model {SERVED} at {re.escape(api_url(head))}, health 200, tokens generated [1-9][0-9]*;"
+                         rf" Ray 2/2 nodes alive \({re.escape(fabric_ip(head))}, {re.escape(fabric_ip(head + 1))}\),"
+                         r" GPUs 0\.0 free of 2\.0, Ray [0-9.]+\b", status), status[-3000:]
+        assert f"{node(head)} /dgxspark-ray-head Up" in status and f"{node(head + 1)} /dgxspark-ray-worker Up" in status
 
 
 def serving_image_id(i, container):
