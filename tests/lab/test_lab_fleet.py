@@ -183,6 +183,30 @@ def serving_image_id(i, container):
     return node_exec(node(i), "docker", "inspect", "-f", "{{.Image}}", container).stdout.strip()
 
 
+def test_a0_a_rollout_stops_before_the_switch_when_a_worker_lacks_the_previous_image_by_id(fleet, tmp_path):
+    """The record names an image (by ID) only spark-3 holds: the rollout stops naming spark-4, nothing switches."""
+    original = node_exec(node(3), "cat", "/etc/dgxspark/vllm/release.json").stdout
+    load_into(NEW, 3)
+    only_on_head = node_exec(node(3), "docker", "image", "inspect", "-f", "{{.Id}}", NEW).stdout.strip()
+    assert node_exec(node(4), "docker", "image", "inspect", only_on_head, check=False).returncode != 0
+    containers_before = {i: node_exec(node(i), "docker", "ps", "--format", "{{.ID}} {{.Names}}").stdout for i in (3, 4)}
+    node_exec(node(3), "sh", "-c", "cat > /etc/dgxspark/vllm/release.json",
+              input_text=json.dumps(dict(json.loads(original), image_id=only_on_head)))
+    try:
+        proc = play(ROLLOUT, "-l", "pair2", "-e", f"dgxspark_image={NEW}")
+    finally:
+        node_exec(node(3), "sh", "-c", "cat > /etc/dgxspark/vllm/release.json", input_text=original)
+        node_exec(node(3), "docker", "image", "rm", NEW, check=False)
+    text = flat(proc)
+    assert proc.returncode != 0
+    assert (f"pair2: the previous release's image {only_on_head} ({json.loads(original)['image']}) is not on {node(4)},"
+            " so a rollback could not serve it there. Nothing was switched") in text, text[-4000:]
+    assert f"is not on {node(3)}" not in text
+    # Nothing was staged or switched: the same containers serve, and answer.
+    assert {i: node_exec(node(i), "docker", "ps", "--format", "{{.ID}} {{.Names}}").stdout for i in (3, 4)} == containers_before
+    assert serving("pair2")
+
+
 def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fleet, tmp_path):
     before = {pair: release(pair) for pair in HEADS}
     # pair2's serving tag moves to another image on both its nodes after the deploy (an overlay rebuilt under the
