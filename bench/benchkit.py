@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,21 @@ def playbook(path, *args) -> list[str]:
     """ansible-playbook on the lab's inventory; PATH is a name under playbooks/ or a path."""
     target = REPO / "playbooks" / path if "/" not in str(path) else Path(path)
     return [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(target), *args]
+
+
+def compare_rounds(rounds, small, large, ratio_label, note):
+    """Alternate two timed runs for ROUNDS rounds and print each round, the medians and their ratio (large / small).
+
+    SMALL and LARGE are (label, callable returning seconds); RATIO_LABEL names the ratio, NOTE follows it.
+    Returns the two medians.
+    """
+    (small_label, small_run), (large_label, large_run) = small, large
+    smalls, larges = [], []
+    for i in range(rounds):
+        smalls.append(small_run())
+        larges.append(large_run())
+        print(f"round {i + 1}: {small_label} {smalls[-1]:.1f} s, {large_label} {larges[-1]:.1f} s", flush=True)
+    m_small, m_large = statistics.median(smalls), statistics.median(larges)
+    print(f"median: {small_label} {m_small:.1f} s, {large_label} {m_large:.1f} s")
+    print(f"ratio {ratio_label} wall time: {m_large / m_small:.2f}x  ({note})", flush=True)
+    return m_small, m_large

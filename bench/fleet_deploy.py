@@ -26,12 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import tempfile
 import time
 
-from benchkit import BIN, INVENTORY, LAB, env, playbook, sh
+from benchkit import BIN, INVENTORY, LAB, compare_rounds, env, playbook, sh
 
 
 def timed_deploy(extra, limit=None, inventory=None):
@@ -66,15 +65,10 @@ def cluster_rounds(extra, image, rounds):
         two_inventory, _name = two_node_inventory(tmp)
         two_extra, four_extra = [*extra, "-e", "dgxspark_tensor_parallel_size=2"], [*extra, "-e", "dgxspark_tensor_parallel_size=4"]
         print("warm-up (the 4-node cluster, image moved to all four):", f"{timed_deploy(four_extra):.1f} s", flush=True)
-        two, four = [], []
-        for i in range(rounds):
-            two.append(timed_deploy(two_extra, inventory=two_inventory))
-            four.append(timed_deploy(four_extra))
-            print(f"round {i + 1}: 2-node cluster {two[-1]:.1f} s, 4-node cluster {four[-1]:.1f} s", flush=True)
+        compare_rounds(rounds, ("2-node cluster", lambda: timed_deploy(two_extra, inventory=two_inventory)),
+                       ("4-node cluster", lambda: timed_deploy(four_extra)), "4-node / 2-node cluster",
+                       f"the four lab nodes share {os.cpu_count()} cores")
     sh(playbook("teardown.yml"))
-    m2, m4 = statistics.median(two), statistics.median(four)
-    print(f"median: 2-node cluster {m2:.1f} s, 4-node cluster {m4:.1f} s")
-    print(f"ratio 4-node / 2-node cluster wall time: {m4 / m2:.2f}x  (the four lab nodes share {os.cpu_count()} cores)")
 
 
 def main():
@@ -102,15 +96,9 @@ def lab_up(image, *up_args):
 def pair_rounds(extra, image, rounds):
     lab_up(image)
     print("warm-up (builds the overlay image once per head, syncs it):", f"{timed_deploy(extra):.1f} s", flush=True)
-    one, two = [], []
-    for i in range(rounds):
-        one.append(timed_deploy(extra, limit="pair1"))
-        two.append(timed_deploy(extra))
-        print(f"round {i + 1}: 1 pair {one[-1]:.1f} s, 2 pairs {two[-1]:.1f} s", flush=True)
+    compare_rounds(rounds, ("1 pair", lambda: timed_deploy(extra, limit="pair1")), ("2 pairs", lambda: timed_deploy(extra)),
+                   "2-pair / 1-pair", "serial would be ~2.0x; goal <= 1.5x")
     sh(playbook("teardown.yml"))
-    m1, m2 = statistics.median(one), statistics.median(two)
-    print(f"median: 1 pair {m1:.1f} s, 2 pairs {m2:.1f} s")
-    print(f"ratio 2-pair / 1-pair wall time: {m2 / m1:.2f}x  (serial would be ~2.0x; goal <= 1.5x)")
     print(f"cores on this machine: {os.cpu_count()} (all four lab nodes share them)", flush=True)
 
 if __name__ == "__main__":

@@ -84,10 +84,28 @@ def fleet_pairs(groups, hostvars, fleet="spark_pairs", gpus_per_pair=0, gpus_per
         plain = plain_hostvars(groups, hostvars, fleet)
     except Exception as exc:  # hostvars is a lazy mapping; surface template errors clearly
         raise AnsibleFilterError(f"fleet_pairs could not read hostvars: {exc}") from exc
-    parallel = {"*": {"tensor": int(gpus_per_pair), "pipeline": 1,
-                      "variables": ("tensor x pipeline parallel size", "1")}} if int(gpus_per_pair) else {}
-    model = resolve_fleet(groups, plain, fleet=fleet, gpus_per_node=int(gpus_per_node), parallel=parallel)
-    return {"pairs": model["clusters"], "host_pair": model["host_cluster"], "errors": model["errors"]}
+    try:
+        expected, per_node = int(gpus_per_pair), int(gpus_per_node)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"fleet_pairs: gpus_per_pair and gpus_per_node must be integers, are {gpus_per_pair!r}"
+                                 f" and {gpus_per_node!r}") from exc
+    model = resolve_fleet(groups, plain, fleet=fleet, gpus_per_node=per_node)
+    errors = list(model["errors"]) + gpu_count_errors(model["clusters"], expected)
+    return {"pairs": model["clusters"], "host_pair": model["host_cluster"], "errors": errors}
+
+
+def gpu_count_errors(clusters, expected):
+    """A sentence for each cluster whose GPUs are not the EXPECTED count (gpus_per_pair; 0 checks nothing)."""
+    if not expected:
+        return []
+    errors = []
+    for name, entry in sorted(clusters.items()):
+        if entry["gpus"] != expected:
+            errors.append(f"cluster {name}: it has {entry['size']} Spark(s) ({', '.join(entry['members']) or 'none'}) ="
+                          f" {entry['gpus']} GPU(s), but gpus_per_pair is {expected} (the GPUs tensor x pipeline"
+                          f" parallel size needs): add or remove nodes in group {name} so that it has {expected},"
+                          f" or pass gpus_per_pair={entry['gpus']}")
+    return errors
 
 
 class FilterModule:

@@ -335,3 +335,74 @@ def rollback_inputs(record: t.Mapping[str, t.Any] | None, current: t.Mapping[str
 def rollback_target(record: t.Mapping[str, t.Any] | None, current: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     """The release (checked, as ``build``) a stored record serves again."""
     return build(rollback_inputs(record, current), where="release.json: ")
+
+
+def _short_id(image_id: t.Any) -> str:
+    """An image ID without its ``sha256:`` prefix, lower case ('' when there is none)."""
+    text = str(image_id or "").strip().lower()
+    return text.split(":", 1)[1] if text.startswith("sha256:") else text
+
+
+def rollback_record(record: t.Mapping[str, t.Any] | None) -> dict[str, t.Any]:
+    """The stored record with its image named by ID, which is what a rollback serves.
+
+    A tag can have moved since the record was written (an overlay rebuilt under the same tag): the ID is the image
+    that served. A record without an ID (0.1.0's) keeps its image name, the only thing it knows.
+    """
+    if not isinstance(record, t.Mapping) or not record:
+        raise ReleaseError("no release record to roll back to (release.json on the head): deploy the cluster first")
+    if not record.get("image"):
+        raise ReleaseError(f"the release record has no image (keys: {', '.join(sorted(record))}):"
+                           " it was not written by vllm_serve; deploy the cluster again")
+    restore = dict(record)
+    image_id = str(record.get("image_id") or "").strip()
+    if image_id:
+        restore["image"] = image_id if image_id.startswith("sha256:") else "sha256:" + image_id
+    return restore
+
+
+def rollback_image_missing(record: t.Mapping[str, t.Any], present: t.Mapping[str, t.Any],
+                           members: t.Sequence[str], cluster: str) -> str:
+    """'' when every member has the image the rollback would serve, else the message that stops the rollout.
+
+    ``present`` maps each member to whether its Docker engine has the image (a member absent from it has not
+    answered, and counts as missing).
+    """
+    image = rollback_record(record)["image"]
+    missing = [host for host in members if not present.get(host)]
+    if not missing:
+        return ""
+    name = record.get("image") if record.get("image") != image else ""
+    return (f"{cluster}: the previous release's image {image}{' (' + name + ')' if name else ''} is not on"
+            f" {', '.join(missing)}, so a rollback could not serve it there. Nothing was switched: {cluster} keeps"
+            " serving its release. Load that image on those nodes again (docker save/load, or the"
+            " dgxspark.vllm.image_sync role with its ID), or pass -e rollout_rollback=false to roll out without a"
+            " way back.")
+
+
+def prune_images(listed: t.Sequence[str], keep_names: t.Sequence[str], keep_ids: t.Sequence[str]) -> list[str]:
+    """The image names a prune removes from ``docker image ls --no-trunc --format '{{.Repository}}:{{.Tag}} {{.ID}}'``.
+
+    Kept: the images named in ``keep_names`` (every tag of the image each names, its aliases too) and the images
+    whose ID is in ``keep_ids`` (a release's image whose tag has since moved to another image is kept by its ID).
+    Untagged images (``<none>``) are left to Docker's own pruning.
+    """
+    rows = []
+    for line in listed:
+        parts = str(line).split()
+        if len(parts) >= 2:
+            rows.append((parts[0], _short_id(parts[1])))
+    names = {str(name).strip() for name in keep_names if str(name or "").strip()}
+    ids = {_short_id(image_id) for image_id in keep_ids if _short_id(image_id)}
+    ids |= {image_id for name, image_id in rows if name in names}
+
+    def kept(image_id: str) -> bool:
+        # docker may list a short ID; a record holds the full one.
+        return any(image_id and (k.startswith(image_id) or image_id.startswith(k)) for k in ids)
+
+    remove = []
+    for name, image_id in rows:
+        if name.endswith(":<none>") or name in names or kept(image_id) or name in remove:
+            continue
+        remove.append(name)
+    return remove

@@ -8,6 +8,7 @@ switched may only miss requests while it is switched (its window is recorded by 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -168,10 +169,62 @@ def test_fleet_deploy_serves_every_pair(fleet):
     for pair, head in HEADS.items():
         assert f"{pair}: serving {SERVED} at {api_url(head)}/v1, TP 2 over {node(head)} + {node(head + 1)}" in text
         assert completion(pair)
+    # status.yml (the cluster_status filter): a line per pair with its engine, tokens and Ray, a row per member.
+    status = flat(run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "status.yml")],
+                      env=ansible_env()))
+    for pair, head in HEADS.items():
+        assert re.search(rf"{pair}: model {SERVED} at {re.escape(api_url(head))}, health 200, tokens generated [1-9][0-9]*;"
+                         rf" Ray 2/2 nodes alive \({re.escape(fabric_ip(head))}, {re.escape(fabric_ip(head + 1))}\),"
+                         r" GPUs 0\.0 free of 2\.0, Ray [0-9.]+\b", status), status[-3000:]
+        assert f"{node(head)} /dgxspark-ray-head Up" in status and f"{node(head + 1)} /dgxspark-ray-worker Up" in status
+
+
+def serving_image_id(i, container):
+    return node_exec(node(i), "docker", "inspect", "-f", "{{.Image}}", container).stdout.strip()
+
+
+def test_a0_a_rollout_stops_before_the_switch_when_a_worker_lacks_the_previous_image_by_id(fleet, tmp_path):
+    """The record names an image (by ID) only spark-3 holds: the rollout stops naming spark-4, nothing switches."""
+    original = node_exec(node(3), "cat", "/etc/dgxspark/vllm/release.json").stdout
+    load_into(NEW, 3)
+    only_on_head = node_exec(node(3), "docker", "image", "inspect", "-f", "{{.Id}}", NEW).stdout.strip()
+    assert node_exec(node(4), "docker", "image", "inspect", only_on_head, check=False).returncode != 0
+    containers_before = {i: node_exec(node(i), "docker", "ps", "--format", "{{.ID}} {{.Names}}").stdout for i in (3, 4)}
+    node_exec(node(3), "sh", "-c", "cat > /etc/dgxspark/vllm/release.json",
+              input_text=json.dumps(dict(json.loads(original), image_id=only_on_head)))
+    try:
+        proc = play(ROLLOUT, "-l", "pair2", "-e", f"dgxspark_image={NEW}")
+    finally:
+        node_exec(node(3), "sh", "-c", "cat > /etc/dgxspark/vllm/release.json", input_text=original)
+        node_exec(node(3), "docker", "image", "rm", NEW, check=False)
+    text = flat(proc)
+    assert proc.returncode != 0
+    assert (f"pair2: the previous release's image {only_on_head} ({json.loads(original)['image']}) is not on {node(4)},"
+            " so a rollback could not serve it there. Nothing was switched") in text, text[-4000:]
+    assert f"is not on {node(3)}" not in text
+    # Nothing was staged or switched: the same containers serve, and answer.
+    assert {i: node_exec(node(i), "docker", "ps", "--format", "{{.ID}} {{.Names}}").stdout for i in (3, 4)} == containers_before
+    assert serving("pair2")
 
 
 def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fleet, tmp_path):
     before = {pair: release(pair) for pair in HEADS}
+    # pair2's serving tag moves to another image on both its nodes after the deploy (an overlay rebuilt under the
+    # same tag): the rollback must serve the image that served, by its ID, not what the tag names now.
+    old_id = before["pair2"]["image_id"]
+    assert old_id.startswith("sha256:") and serving_image_id(3, "dgxspark-ray-head") == old_id, before["pair2"]
+    moved_to = node_exec(node(3), "docker", "image", "inspect", "-f", "{{.Id}}", BASE).stdout.strip()
+    assert moved_to != old_id
+    for i in (3, 4):
+        node_exec(node(i), "docker", "tag", BASE, before["pair2"]["image"])
+    try:
+        rollout_with_a_moved_tag(before, old_id, tmp_path)
+    finally:  # the tag names the image it named again, for the deploys of the tests below
+        for i in (3, 4):
+            node_exec(node(i), "docker", "tag", old_id, before["pair2"]["image"])
+
+
+def rollout_with_a_moved_tag(before, old_id, tmp_path):
     # The new release is in the inventory: pair1 gets the good image, pair2 an image that dies at start.
     # Both are only on the heads: staging syncs them to the workers.
     load_into(NEW, 1)
@@ -193,7 +246,12 @@ def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fle
     # pair1 switched and serves the new release; pair2 serves its old one again, and answers the canary prompt.
     assert rollout_record("pair1")["result"] == "switched" and rollout_record("pair2")["result"] == "rolled back"
     assert image_label(1, release("pair1")["image"], "org.dgxspark.test.release") == "2", release("pair1")
-    assert release("pair2") == before["pair2"]
+    # Served by ID: the record names the image by ID, every other field is the one before.
+    after = release("pair2")
+    assert after["image"] == old_id and after["image_id"] == old_id, after
+    assert {k: v for k, v in after.items() if k != "image"} == {k: v for k, v in before["pair2"].items() if k != "image"}
+    assert serving_image_id(3, "dgxspark-ray-head") == old_id and serving_image_id(4, "dgxspark-ray-worker") == old_id
+    assert rollout_record("pair2")["from"]["image"] == before["pair2"]["image"]
     assert serving("pair2") and serving("pair1")
     for pair in HEADS:
         sent, answered, _failed, outside = counts[pair]

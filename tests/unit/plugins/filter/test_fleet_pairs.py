@@ -3,6 +3,10 @@ playbooks have always read (pairs, host_pair, errors)."""
 
 from __future__ import annotations
 
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.dgxspark.vllm.plugins.filter.fleet_pairs import fleet_pairs
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import HOST_VARS
 
@@ -22,7 +26,16 @@ def test_gpu_count_must_match():
     hostvars = {"s1": {"dgxspark_node_role": "head", "dgxspark_fabric_topology": "switch"},
                 "s2": {"dgxspark_node_role": "worker"}, "s3": {"dgxspark_node_role": "worker"}}
     errors = fleet_pairs(groups, hostvars, gpus_per_pair=2)["errors"]
-    assert len(errors) == 1 and "cluster c: " in errors[0] and "the cluster has 3 Spark(s) = 3 GPU(s)" in errors[0]
+    assert errors == ["cluster c: it has 3 Spark(s) (s1, s2, s3) = 3 GPU(s), but gpus_per_pair is 2 (the GPUs tensor x"
+                      " pipeline parallel size needs): add or remove nodes in group c so that it has 2, or pass"
+                      " gpus_per_pair=3"]
+    assert fleet_pairs(groups, hostvars, gpus_per_pair=3)["errors"] == []
+    assert fleet_pairs(groups, hostvars)["errors"] == []  # 0 checks nothing
+
+
+def test_gpu_counts_that_are_not_integers_are_refused():
+    with pytest.raises(AnsibleFilterError, match="gpus_per_pair and gpus_per_node must be integers"):
+        fleet_pairs({"spark_pairs": []}, {}, gpus_per_pair="two")
 
 
 def test_filter_reads_only_needed_vars():

@@ -1,0 +1,145 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The status of a cluster, as playbooks/status.yml shows it: one line for the cluster, one row per member.
+
+Pure Python over what the playbook registered: each member's ``docker_host_info`` containers, and on the head the
+release record (``release.json``, as ``slurp`` returned it or parsed), the engine's ``/health`` status code, its
+``/metrics`` text and the ``ray_cluster_info`` result. No Ansible imports: plugins/filter/status_engine.py and
+cluster_status.py wrap it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import typing as t
+
+RAY_HEAD_CONTAINER = "dgxspark-ray-head"
+MP_CONTAINER = "dgxspark-vllm"
+HEAD_UNREACHABLE = "head unreachable"
+# vLLM's counter of generated tokens, one sample per label set (model, engine).
+_TOKENS = re.compile(r"(?m)^vllm:generation_tokens_total(?:\{[^}]*\})? ([0-9.e+]+)$")
+
+
+class StatusError(ValueError):
+    """Input of the wrong shape; the message names it."""
+
+
+def release_record(release: t.Any) -> dict[str, t.Any]:
+    """The release record from ``release.json``: a ``slurp`` result (base64 ``content``), or the record itself.
+
+    A missing or unreadable file (no ``content``: the cluster never served) is ``{}``.
+    """
+    if not release:
+        return {}
+    if not isinstance(release, t.Mapping):
+        raise StatusError(f"the release must be a slurp result or a release record, is {type(release).__name__}")
+    if "content" not in release:
+        # A slurp result without content (the file is missing) has 'failed'/'msg'; a record has 'image'.
+        return dict(release) if "image" in release or "endpoint" in release else {}
+    try:
+        record = json.loads(base64.b64decode(str(release["content"])).decode())
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def container_names(containers: t.Any) -> list[str]:
+    """Every name of the containers ``docker_host_info`` listed (``/name``, as Docker reports them)."""
+    names: list[str] = []
+    for container in containers or []:
+        names += [str(name) for name in (container.get("Names") or [])] if isinstance(container, t.Mapping) else []
+    return names
+
+
+def engine(release: t.Any, containers: t.Any, *, ray_head_container: str = RAY_HEAD_CONTAINER,
+           mp_container: str = MP_CONTAINER) -> dict[str, str]:
+    """``{"url", "model"}`` of the engine the head serves, or ``{}`` when it serves none.
+
+    It serves when the release record has an endpoint and the release's engine container (the Ray head's for the
+    ray backend, the mp container's otherwise) is among the head's containers. ``url`` is the endpoint without
+    ``/v1``.
+    """
+    record = release_record(release)
+    url = str((record.get("endpoint") or {}).get("url") or "")
+    wanted = "/" + (ray_head_container if record.get("backend") == "ray" else mp_container)
+    if not url or wanted not in container_names(containers):
+        return {}
+    return {"url": re.sub(r"/v1$", "", url), "model": str(record.get("served_model_name") or "")}
+
+
+def tokens_generated(metrics: t.Any) -> int:
+    """The sum of ``vllm:generation_tokens_total`` over its label sets in a ``/metrics`` text (0 without it)."""
+    return int(sum(float(value) for value in _TOKENS.findall(str(metrics or ""))))
+
+
+def _int(value: t.Any, default: int) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return default
+
+
+def summary(engine_: t.Mapping[str, t.Any] | None, health: t.Any, metrics: t.Any, ray: t.Mapping[str, t.Any] | None,
+            size: int) -> str:
+    """The cluster's line: the engine (model, URL, health, tokens, what is wrong) and its Ray cluster.
+
+    ``health`` is the ``/health`` status code (-1 or None: no answer), ``ray`` the ``ray_cluster_info`` result
+    (``{}``: the head was not reached), ``size`` the number of members.
+    """
+    ray = ray or {}
+    code = _int(health, -1)
+    ray_up = bool(ray.get("reachable"))
+    alive = _int(ray.get("alive_nodes"), 0)
+    ray_short = ray_up and alive < size
+    text = ""
+    if engine_:
+        problem = (f"health {code}" if code != 200 else
+                   f"Ray has {alive} of {size} nodes; /health stays 200 until a request reaches the lost rank")
+        text = (f"model {engine_.get('model', '')} at {engine_.get('url', '')}, health {code if code > 0 else 'no answer'},"
+                f" tokens generated {tokens_generated(metrics)}"
+                + (f" (UNHEALTHY: {problem})" if code != 200 or ray_short else "") + "; ")
+    else:
+        text = "not serving; "
+    if not ray_up:
+        return text + f"Ray: not running ({ray.get('msg') or HEAD_UNREACHABLE})"
+    dead = _int(ray.get("dead_nodes"), 0)
+    return (text + f"Ray {ray.get('alive_nodes')}/{size} nodes alive ({', '.join(str(ip) for ip in ray.get('alive_node_ips') or [])}),"
+            f" GPUs {ray.get('gpus_available')} free of {ray.get('gpus_total')}"
+            + (f", {dead} dead" if dead > 0 else "") + f", Ray {ray.get('ray_version')}")
+
+
+def rows(members: t.Sequence[str], containers: t.Sequence[t.Any]) -> list[str]:
+    """One row per member: its name, its containers' names and their states (empty when it has none)."""
+    out = []
+    for member, listed in zip(members, list(containers) + [[]] * (len(members) - len(containers))):
+        listed = [c for c in (listed or []) if isinstance(c, t.Mapping)]
+        names = ", ".join(container_names(listed))
+        states = ", ".join(str(c.get("Status", "")) for c in listed)
+        out.append(f"  {member}  {names}  {states}")
+    return out
+
+
+def table(cluster: str, members: t.Sequence[str], *, head: str, containers: t.Sequence[t.Any], release: t.Any = None,
+          health: t.Any = None, metrics: t.Any = None, ray: t.Mapping[str, t.Any] | None = None,
+          head_in_play: bool = True, ray_head_container: str = RAY_HEAD_CONTAINER,
+          mp_container: str = MP_CONTAINER) -> list[str]:
+    """The cluster's table: ``<cluster>: <summary>``, then a row for every member in order.
+
+    ``containers`` lists each member's containers (``docker_host_info``'s ``containers``), in the order of
+    ``members``. A head that dropped out of the play (``head_in_play`` false) has no summary: the line says so.
+    """
+    members = [str(m) for m in members]
+    if head not in members:
+        raise StatusError(f"{cluster}: its head {head!r} is not one of its members ({', '.join(members)})")
+    if len(containers) != len(members):
+        raise StatusError(f"{cluster}: {len(containers)} container lists for {len(members)} members")
+    if head_in_play:
+        head_containers = containers[members.index(head)]
+        engine_ = engine(release, head_containers, ray_head_container=ray_head_container, mp_container=mp_container)
+        line = summary(engine_, health, metrics, ray, len(members))
+    else:
+        line = f"not serving; Ray: not running ({HEAD_UNREACHABLE})"
+    return [f"{cluster}: {line}"] + rows(members, containers)
