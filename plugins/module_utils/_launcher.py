@@ -885,7 +885,7 @@ def run_mp(args: argparse.Namespace, sup: Supervisor) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.mode == "version":
-        print(LAUNCHER_VERSION)
+        sys.stdout.write(LAUNCHER_VERSION + "\n")
         return 0
     log(f"version {LAUNCHER_VERSION}, mode {args.mode}, python {sys.version.split()[0]}")
     sup = Supervisor(args.stop_timeout)
