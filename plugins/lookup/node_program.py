@@ -5,7 +5,8 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: node_program
-author: dgxspark.vllm contributors
+author:
+  - dgxspark.vllm maintainers (@dgxspark)
 version_added: 0.1.0
 short_description: The text of a program that runs on the nodes, built from the collection's module_utils
 description:

@@ -121,5 +121,3 @@ def chains(entries: list[dict], strategy: str) -> list[list[dict]]:
     if strategy == "relay":
         return [list(entries)]
     return [[e] for e in entries]
-
-

@@ -903,4 +903,3 @@ def main(argv: list[str] | None = None) -> int:
         for line in str(exc).splitlines():
             log(("ERROR: " if line == str(exc).splitlines()[0] else "  ") + line)
         return exc.code
-

@@ -172,7 +172,7 @@ def build(program: str, read: t.Callable[[str], str] = read_source) -> str:
         "# Copyright: dgxspark.vllm contributors\n",
         "# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)\n",
         f"# {program}: built by the dgxspark.vllm collection (plugins/module_utils/_node_program.py) from its\n",
-        f"# module_utils {', '.join(name for name, _ in parts)}, embedded verbatim below. Do not edit: the roles\n",
+        f"# module_utils {', '.join(name for name, _source in parts)}, embedded verbatim below. Do not edit: the roles\n",
         "# install it again from the collection. Run it with python3 (standard library only).\n",
         "import sys\n\n",
         f"PROGRAM = {program!r}\n",

@@ -114,7 +114,6 @@ def ssh_argv(target: dict, key: str, known_hosts: str, user: str = "root", conne
     ]
 
 
-
 def frame(data: bytes) -> bytes:
     return FRAME.pack(len(data)) + data
 

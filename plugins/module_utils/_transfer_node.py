@@ -741,4 +741,3 @@ def main(argv):
     except Exception as exc:  # pylint: disable=broad-except
         emit({"v": PROTOCOL, "ok": False, "name": req.get("name"), "error": f"{type(exc).__name__}: {exc}"})
         return 1
-

@@ -26,8 +26,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "unit" / "plugins" / "fixtures" / "ray"
 
 
-
-
 def fixture(name: str) -> str:
     return (FIXTURES / name).read_text()
 

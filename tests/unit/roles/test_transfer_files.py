@@ -20,7 +20,6 @@ import pytest
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
 
 
-
 def sha(data):
     return hashlib.sha256(data).hexdigest()
 

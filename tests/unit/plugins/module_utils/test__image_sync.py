@@ -79,7 +79,7 @@ def test_plan_skip_tag_transfer_and_disk():
 
 def test_plan_by_image_id_never_tags():
     entries, _disk, _w = img.plan(SRC, "graphdriver", ID_A, [{"name": "n2", "host": "h"}],
-                                {"n2": answer(None, id_image={"id": ID_A})}, 0)
+                                  {"n2": answer(None, id_image={"id": ID_A})}, 0)
     assert entries[0]["action"] == "transfer"
 
 
