@@ -9,8 +9,7 @@
 A manifest is ``{relative path: {"size": N, "sha256": HEX}}`` of the regular files under a model directory.
 Hashes are cached in a sidecar file in the directory (:data:`CACHE_NAME`), keyed by ``(size, mtime_ns, inode)``,
 so that a rerun over a 119 GB model hashes only the files that changed. The transfer program on the targets
-(roles/node_trust/files/dgxspark-transfer) carries the same functions (it is a standalone script); a unit test
-checks that both agree.
+(``_transfer_node``, built into one file by ``_node_program``) uses these same functions. Standard library only.
 """
 
 from __future__ import annotations
@@ -20,13 +19,11 @@ import json
 import os
 import re
 import stat
-import struct
 import tempfile
 import typing as t
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import human
+from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import end_mark, frame, human
 
-FRAME = struct.Struct(">I")
 CACHE_NAME = ".dgxspark-manifest.json"
 PART_SUFFIX = ".dgxspark-part"
 # Hugging Face's local-dir bookkeeping (``hf download --local-dir``): not part of the model.
@@ -141,6 +138,14 @@ def walk(directory: str) -> tuple[list[str], list[str]]:
                 continue
             files.append(rel)
     return sorted(files), problems
+
+
+def stale_parts(directory: str) -> list[str]:
+    """Part files a killed receive left behind under DIRECTORY (hidden, never under a final name)."""
+    found = []
+    for current, _dirs, names in os.walk(directory, followlinks=False):
+        found += [os.path.join(current, n) for n in names if n.endswith(PART_SUFFIX)]
+    return sorted(found)
 
 
 def sha256_file(path: str) -> str:
@@ -395,5 +400,5 @@ def file_frames(directory: str, files: list[dict], chunk: int = 1 << 20) -> t.It
                     raise OSError(f"{entry['path']} is shorter than its manifest says; it changed during the sync")
                 remaining -= len(data)
                 total += len(data)
-                yield FRAME.pack(len(data)) + data
-    yield FRAME.pack(0) + json.dumps({"bytes": total}).encode() + b"\n"
+                yield frame(data)
+    yield end_mark(total)

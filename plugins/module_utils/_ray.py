@@ -8,7 +8,9 @@
 
 Pure functions: they take the text the commands printed (Ray 2.5x, checked
 against fixtures captured from Ray 2.54.1) and return plain data. The module
-``dgxspark.vllm.ray_cluster_info`` runs the commands with ``docker exec``.
+``dgxspark.vllm.ray_cluster_info`` runs the commands with ``docker exec``; the
+launcher in the node containers (``_launcher``) runs them itself while it waits
+for the cluster. Standard library only.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ RAY_VERSION_CMD = ["ray", "--version"]
 RAY_STATUS_CMD = ["ray", "status"]
 
 
-def list_nodes_cmd(dashboard: str) -> list[str]:
-    return ["ray", "list", "nodes", "--format", "json", "--detail", "--limit", "10000", "--address", dashboard]
+def list_nodes_cmd(dashboard: str, detail: bool = True, ray: str = "ray") -> list[str]:
+    """``ray list nodes`` as JSON; the launcher polls it without ``--detail`` (the totals are there without it)."""
+    return [ray, "list", "nodes", "--format", "json"] + (["--detail"] if detail else []) + [
+        "--limit", "10000", "--address", dashboard]
 
 
 def list_placement_groups_cmd(dashboard: str) -> list[str]:

@@ -200,9 +200,11 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker
 from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
-    CHUNK, PROTOCOL, TRANSFER_ARGUMENT_SPEC, Hop, IterReader, Progress, chain_results, chains, close_reader, image_summary,
-    inspect_header, mb_per_s, plan, pump, read_full, receive_header, request, ssh_argv, store_of, table, tag_header,
-    identity,
+    PROTOCOL, chains, identity, inspect_header, plan, receive_header, tag_header,
+)
+from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
+    CHUNK, TRANSFER_ARGUMENT_SPEC, Hop, IterReader, Progress, chain_results, close_reader, image_summary, mb_per_s,
+    pump, read_full, request, ssh_argv, store_of, table,
 )
 
 try:

@@ -155,8 +155,8 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
-from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
-    TRANSFER_ARGUMENT_SPEC, Hop, chain_results, request, ssh_argv, table,
+from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
+    FRAME, TRANSFER_ARGUMENT_SPEC, Hop, chain_results, request, ssh_argv, table,
 )
 
 PROTOCOL = 2
@@ -288,7 +288,7 @@ def run_module() -> None:
             hop.write(data)
             if not hop.alive:
                 break
-            result["bytes_sent"] += len(data) - mf.FRAME.size
+            result["bytes_sent"] += len(data) - FRAME.size
         hop.finish(max(30.0, p["timeout"] - (time.monotonic() - began)))
     except OSError as exc:
         read_error = f"reading the model's files on the source failed: {exc}"

@@ -92,7 +92,7 @@ EXAMPLES = r"""
   dgxspark.vllm.node_files:
     files:
       - {path: /opt/dgxspark/bin, state: directory, mode: "0755"}
-      - {path: /opt/dgxspark/bin/dgxspark-launch, content: "{{ lookup('ansible.builtin.file', 'dgxspark-launch', rstrip=false) }}"}
+      - {path: /opt/dgxspark/bin/dgxspark-launch, content: "{{ lookup('dgxspark.vllm.node_program', 'dgxspark-launch') }}"}
       - {path: /etc/dgxspark/ray, state: directory, mode: "0700"}
 
 - name: Make the pair's Ray token once on the head and read it

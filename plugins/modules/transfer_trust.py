@@ -51,7 +51,8 @@ options:
     type: path
     default: /opt/dgxspark/bin/dgxspark-transfer
   program:
-    description: The transfer program's text. Required with O(state=present).
+    description:
+      - The transfer program's text (P(dgxspark.vllm.node_program#lookup) builds it). Required with O(state=present).
     type: str
   config:
     description: The transfer program's configuration, written as JSON to C(relay.json). Required with O(state=present).
@@ -134,7 +135,7 @@ EXAMPLES = r"""
 - name: Install the node's part of the trust
   dgxspark.vllm.transfer_trust:
     state: present
-    program: "{{ lookup('ansible.builtin.file', 'dgxspark-transfer') }}"
+    program: "{{ lookup('dgxspark.vllm.node_program', 'dgxspark-transfer') }}"
     config: {key: /etc/dgxspark/transfer/id_ed25519, known_hosts: /etc/dgxspark/transfer/known_hosts, user: root}
     private_key: "{{ fleet_private_key }}"
     public_key: "{{ fleet_public_key }}"

@@ -15,6 +15,7 @@ import re
 
 import pytest
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _launcher
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, node, node_exec, run, wheelhouse
 
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
@@ -22,8 +23,7 @@ NODE = node(1)
 REPOSITORY = "dgxspark-test/hybrid"
 ALIAS = f"{REPOSITORY}:latest"
 QWEN35 = ["Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"]
-LAUNCHER = REPO / "roles" / "ray_cluster" / "files" / "dgxspark-launch"
-LAUNCHER_VERSION = re.search(r'^LAUNCHER_VERSION = "([^"]+)"', LAUNCHER.read_text(), re.M).group(1)
+LAUNCHER_VERSION = _launcher.LAUNCHER_VERSION
 ENTRYPOINT = ["python3", "/opt/dgxspark/bin/dgxspark-launch"]
 BUILD_DIR = "/var/tmp/dgxspark-test-hybrid"
 COMMON = ["-e", f"hybrid_image_repository={REPOSITORY}", "-e", f"hybrid_image_tag={ALIAS}",

@@ -1,16 +1,14 @@
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests of roles/ray_cluster/files/dgxspark-launch (the node containers' command).
+"""Unit tests of dgxspark-launch (the node containers' command, module_utils/_launcher built into one file).
 
-The pure logic is imported from the script; the supervision paths run the script
-as a real process (mode mp needs no Ray). The Ray outputs are fixtures captured
+The pure logic runs twice (the fixture L, tests/unit/roles/conftest.py): against the module_utils and against the
+built program; the supervision paths run the built program as a real process (mode mp needs no Ray). The Ray outputs are fixtures captured
 from a real Ray 2.54.1 cluster (tests/unit/plugins/fixtures/ray/README.md).
 """
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import hashlib
 import os
 import pathlib
@@ -22,21 +20,10 @@ import time
 
 import pytest
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _node_program
+
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "roles" / "ray_cluster" / "files" / "dgxspark-launch"
 FIXTURES = ROOT / "tests" / "unit" / "plugins" / "fixtures" / "ray"
-
-
-def _load():
-    loader = importlib.machinery.SourceFileLoader("dgxspark_launch", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("dgxspark_launch", loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dgxspark_launch"] = module  # dataclasses resolve annotations through sys.modules
-    loader.exec_module(module)
-    return module
-
-
-L = _load()
 
 
 def fixture(name: str) -> str:
@@ -48,20 +35,20 @@ HEAD = ["head", "--node-ip", "192.168.100.10", "--expect-nodes", "2", "--expect-
 
 # ---------------------------------------------------------------- arguments
 
-def test_script_is_run_by_python3_not_by_its_shebang():
+def test_script_is_run_by_python3_not_by_its_shebang(L):
     # The collection always starts it as `python3 <path>` (images may have no `python`), so it has no
     # shebang and is not executable (ansible-test's shebang rule allows no python3 shebang here).
-    assert not os.access(SCRIPT, os.X_OK)
-    assert not SCRIPT.read_text().startswith("#!")
+    assert not os.access(_script(), os.X_OK)
+    assert not pathlib.Path(_script()).read_text().startswith("#!")
     assert L.LAUNCHER_VERSION == "1.2.0"
 
 
-def test_split_serve_argv_at_first_double_dash():
+def test_split_serve_argv_at_first_double_dash(L):
     assert L.split_serve_argv(["mp", "--", "vllm", "serve", "--", "x"]) == (["mp"], ["vllm", "serve", "--", "x"])
     assert L.split_serve_argv(["version"]) == (["version"], [])
 
 
-def test_head_defaults_and_serve_argv():
+def test_head_defaults_and_serve_argv(L):
     args = L.parse_args(HEAD + ["--expect-node-ip", "192.168.100.11", "--ray-arg=--object-store-memory=1073741824",
                                 "--", "vllm", "serve", "Qwen/Qwen3.5-122B-A10B-FP8", "-tp", "2"])
     assert args.mode == "head"
@@ -79,7 +66,7 @@ def test_head_defaults_and_serve_argv():
         "--object-store-memory=1073741824"]
 
 
-def test_head_ip_in_expected_list_is_implied_and_deduplicated():
+def test_head_ip_in_expected_list_is_implied_and_deduplicated(L):
     args = L.parse_args(HEAD + ["--expect-node-ip", "192.168.100.10", "--expect-node-ip", "192.168.100.11",
                                 "--expect-node-ip", "192.168.100.11"])
     assert args.expect_node_ip == ["192.168.100.11"]
@@ -93,14 +80,14 @@ def test_head_ip_in_expected_list_is_implied_and_deduplicated():
     (HEAD + ["--port", "70000"], "not a TCP port"),
     (HEAD + ["--min-worker-port", "20000", "--max-worker-port", "10000"], "--min-worker-port must not be above"),
 ])
-def test_bad_arguments_exit_2(capsys, argv, needle):
+def test_bad_arguments_exit_2(L, capsys, argv, needle):
     with pytest.raises(SystemExit) as exc:
         L.parse_args(argv)
     assert exc.value.code == 2
     assert needle in capsys.readouterr().err
 
 
-def test_worker_argv():
+def test_worker_argv(L):
     args = L.parse_args(["worker", "--head-ip", "192.168.100.10", "--node-ip", "192.168.100.11", "--num-gpus", "1",
                          "--node-manager-port", "7000"])
     assert args.connect_timeout == 300.0
@@ -114,11 +101,11 @@ def test_worker_argv():
 
 @pytest.mark.parametrize("host, url", [("127.0.0.1", "http://127.0.0.1:8265"), ("0.0.0.0", "http://127.0.0.1:8265"),
                                        ("::1", "http://[::1]:8265")])
-def test_dashboard_url(host, url):
+def test_dashboard_url(L, host, url):
     assert L.dashboard_url(L.parse_args(HEAD + ["--dashboard-host", host])) == url
 
 
-def test_version_mode(capsys):
+def test_version_mode(L, capsys):
     assert L.main(["version"]) == 0
     assert capsys.readouterr().out == "1.2.0\n"
 
@@ -128,12 +115,12 @@ def test_version_mode(capsys):
 SECRET = "s3cr3t-token-value"
 
 
-def test_auth_off():
+def test_auth_off(L):
     assert L.check_auth({}) is None
     assert L.check_auth({"RAY_AUTH_MODE": "disabled"}) is None
 
 
-def test_auth_token_file_ok(tmp_path):
+def test_auth_token_file_ok(L, tmp_path):
     token = tmp_path / "auth_token"
     token.write_text(SECRET)
     token.chmod(0o600)
@@ -151,7 +138,7 @@ def test_auth_token_file_ok(tmp_path):
     ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": SECRET}, "RAY_AUTH_TOKEN is set in the environment"),
     ({"RAY_AUTH_MODE": "magic"}, "RAY_AUTH_MODE='magic' is not supported"),
 ])
-def test_auth_errors(env, needle):
+def test_auth_errors(L, env, needle):
     with pytest.raises(L.LaunchError) as exc:
         L.check_auth(env)
     assert needle in str(exc.value)
@@ -159,7 +146,7 @@ def test_auth_errors(env, needle):
     assert SECRET not in str(exc.value)
 
 
-def test_auth_empty_file_and_directory(tmp_path):
+def test_auth_empty_file_and_directory(L, tmp_path):
     empty = tmp_path / "empty"
     empty.write_text("\n")
     with pytest.raises(L.LaunchError, match="is empty"):
@@ -168,7 +155,7 @@ def test_auth_empty_file_and_directory(tmp_path):
         L.check_auth({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tmp_path)})
 
 
-def test_auth_unreadable_file(tmp_path, monkeypatch):
+def test_auth_unreadable_file(L, tmp_path, monkeypatch):
     token = tmp_path / "auth_token"
     token.write_text(SECRET)
     token.chmod(0)
@@ -184,35 +171,33 @@ def test_auth_unreadable_file(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- parsing real Ray output
 
-def test_parse_list_nodes_healthy_fixture():
+def test_parse_list_nodes_healthy_fixture(L):
     nodes = L.parse_list_nodes(fixture("nodes_healthy.json"))
     assert [(n.ip, n.alive, n.gpus, n.is_head) for n in nodes] == [
         ("127.0.0.2", True, 1.0, True), ("127.0.0.3", True, 1.0, False)]
     assert all(len(n.node_id) == 56 for n in nodes)
 
 
-def test_parse_list_nodes_dead_fixture():
+def test_parse_list_nodes_dead_fixture(L):
     nodes = L.parse_list_nodes(fixture("nodes_dead.json"))
     assert sorted((n.ip, n.alive) for n in nodes) == [("127.0.0.2", True), ("127.0.0.3", False)]
 
 
-def test_parse_list_nodes_rejects_non_list():
+def test_parse_list_nodes_rejects_non_list(L):
     with pytest.raises(ValueError):
         L.parse_list_nodes('{"node_id": "x"}')
     with pytest.raises(ValueError):
-        L.parse_list_nodes(fixture("pgs_empty.txt"))
+        L.parse_list_nodes("Traceback (most recent call last):\n  ConnectionError\n")
+    assert L.parse_list_nodes(fixture("pgs_empty.txt")) == []  # `ray list` prints this text for an empty list
 
 
-def test_parse_status_text_fixtures():
-    assert L.parse_status_text(fixture("status_healthy.txt")) == (2, 2.0)
-    # Captured right after the node died: `ray status` still counts it, but not its GPU.
-    assert L.parse_status_text(fixture("status_dead.txt")) == (2, 1.0)
-    assert L.parse_status_text(fixture("status_nogpu.txt")) == (1, 0.0)
-    with pytest.raises(ValueError):
-        L.parse_status_text("Traceback (most recent call last):\n  ConnectionError\n")
+def test_the_ray_outputs_are_parsed_by_module_utils_ray(L):
+    # One implementation of the `ray list nodes` / `ray status` parsing: _ray's, as ray_cluster_info uses it.
+    assert L._ray.__name__ == "ansible_collections.dgxspark.vllm.plugins.module_utils._ray"
+    assert not hasattr(L, "parse_status_text") and not hasattr(L, "_ACTIVE_RE")
 
 
-def test_parse_sdk_nodes():
+def test_parse_sdk_nodes(L):
     nodes = L.parse_sdk_nodes('[{"node_id": "a", "ip": "10.0.0.1", "alive": true, "gpus": 1.0, "is_head": true},'
                               ' {"node_id": "b", "ip": "10.0.0.2", "alive": false, "gpus": 1}]')
     assert [(n.node_id, n.ip, n.alive, n.gpus, n.is_head) for n in nodes] == [
@@ -221,18 +206,18 @@ def test_parse_sdk_nodes():
 
 # ---------------------------------------------------------------- wait decision
 
-def node(ip, alive=True, gpus=1.0):
+def node(L, ip, alive=True, gpus=1.0):
     return L.Node(node_id="id-" + ip, ip=ip, alive=alive, gpus=gpus)
 
 
-def test_evaluate_complete_from_fixture():
+def test_evaluate_complete_from_fixture(L):
     probe = L.Probe(source="ray list nodes", nodes=L.parse_list_nodes(fixture("nodes_healthy.json")))
     state = L.evaluate(probe, 2, 2, ["127.0.0.2", "127.0.0.3"])
     assert state.done is True
     assert state.summary(2, 2) == "2/2 nodes alive, 2/2 GPUs"
 
 
-def test_evaluate_dead_worker_from_fixture():
+def test_evaluate_dead_worker_from_fixture(L):
     probe = L.Probe(source="ray list nodes", nodes=L.parse_list_nodes(fixture("nodes_dead.json")))
     state = L.evaluate(probe, 2, 2, ["127.0.0.2", "127.0.0.3"])
     assert state.done is False
@@ -241,8 +226,8 @@ def test_evaluate_dead_worker_from_fixture():
                                    "dead node(s) at 127.0.0.3")
 
 
-def test_evaluate_wrong_ip_worker_is_named():
-    probe = L.Probe(source="gcs", nodes=[node("192.168.100.10"), node("10.10.0.11")])
+def test_evaluate_wrong_ip_worker_is_named(L):
+    probe = L.Probe(source="gcs", nodes=[node(L, "192.168.100.10"), node(L, "10.10.0.11")])
     state = L.evaluate(probe, 2, 2, ["192.168.100.10", "192.168.100.11"])
     assert state.done is False
     assert (state.alive, state.gpus, state.missing_ips, state.unexpected_ips) == (
@@ -250,19 +235,19 @@ def test_evaluate_wrong_ip_worker_is_named():
     assert "unexpected IP(s) 10.10.0.11 (wrong --node-ip" in state.summary(2, 2)
 
 
-def test_evaluate_without_full_ip_list_does_not_flag_workers():
-    probe = L.Probe(source="gcs", nodes=[node("192.168.100.10"), node("192.168.100.11")])
+def test_evaluate_without_full_ip_list_does_not_flag_workers(L):
+    probe = L.Probe(source="gcs", nodes=[node(L, "192.168.100.10"), node(L, "192.168.100.11")])
     state = L.evaluate(probe, 2, 2, ["192.168.100.10"])
     assert (state.done, state.unexpected_ips) == (True, [])
 
 
-def test_evaluate_gpus_missing_keeps_waiting():
-    probe = L.Probe(source="gcs", nodes=[node("a"), node("b", gpus=0.0)])
+def test_evaluate_gpus_missing_keeps_waiting(L):
+    probe = L.Probe(source="gcs", nodes=[node(L, "a"), node(L, "b", gpus=0.0)])
     state = L.evaluate(probe, 2, 2, ["a"])
     assert (state.done, state.gpus) == (False, 1.0)
 
 
-def test_evaluate_counts_only():
+def test_evaluate_counts_only(L):
     state = L.evaluate(L.Probe(source="ray status", alive_count=2, gpus=2.0), 2, 2, ["x", "y"])
     assert (state.done, state.ips_known) == (True, False)
     state = L.evaluate(L.Probe(source="ray status", alive_count=1, gpus=1.0), 2, 2, ["x", "y"])
@@ -270,10 +255,10 @@ def test_evaluate_counts_only():
     assert state.summary(2, 2).endswith("node IPs unknown (state API unavailable), counting only")
 
 
-def test_timeout_message_names_missing_node_and_status():
+def test_timeout_message_names_missing_node_and_status(L):
     args = L.parse_args(HEAD + ["--expect-node-ip", "192.168.100.11"])
     expected_ips = ["192.168.100.10", "192.168.100.11"]
-    state = L.evaluate(L.Probe(source="gcs", nodes=[node("192.168.100.10")]), 2, 2, expected_ips)
+    state = L.evaluate(L.Probe(source="gcs", nodes=[node(L, "192.168.100.10")]), 2, 2, expected_ips)
     text = L.timeout_message(state, None, args, fixture("status_dead.txt"))
     lines = text.splitlines()
     assert lines[0] == "timed out after 300s waiting for the Ray cluster (2 nodes, 2 GPUs)"
@@ -284,16 +269,16 @@ def test_timeout_message_names_missing_node_and_status():
     assert "Active:" in text
 
 
-def test_timeout_message_unreadable_state():
+def test_timeout_message_unreadable_state(L):
     args = L.parse_args(HEAD)
     text = L.timeout_message(None, L.Probe(source="none", error="gcs: connection refused"), args, None)
     assert text.splitlines()[1] == "the cluster state could not be read: gcs: connection refused"
 
 
-def test_head_registered():
-    assert L.head_registered([node("10.0.0.1"), node("10.0.0.2")], 0, "10.0.0.1") is True
-    assert L.head_registered([node("10.0.0.2")], 0, "10.0.0.1") is False
-    assert L.head_registered([node("10.0.0.1", alive=False)], 0, "10.0.0.1") is False
+def test_head_registered(L):
+    assert L.head_registered([node(L, "10.0.0.1"), node(L, "10.0.0.2")], 0, "10.0.0.1") is True
+    assert L.head_registered([node(L, "10.0.0.2")], 0, "10.0.0.1") is False
+    assert L.head_registered([node(L, "10.0.0.1", alive=False)], 0, "10.0.0.1") is False
     assert L.head_registered(None, 1, "10.0.0.1") is True
     assert L.head_registered(None, 0, "10.0.0.1") is False
 
@@ -306,7 +291,7 @@ def _fake(path: pathlib.Path, body: str) -> str:
     return str(path)
 
 
-def test_probe_falls_back_to_ray_status(tmp_path):
+def test_probe_falls_back_to_ray_status(L, tmp_path):
     status = FIXTURES / "status_healthy.txt"
     script = f'if [ "$1" = status ]; then cat {status}; exit 0; fi\necho "Failed to connect to API server" >&2; exit 1\n'
     ray = _fake(tmp_path / "ray", script)
@@ -316,7 +301,7 @@ def test_probe_falls_back_to_ray_status(tmp_path):
     assert got == ("ray status", None, 2, 2.0, None)
 
 
-def test_probe_prefers_state_api(tmp_path):
+def test_probe_prefers_state_api(L, tmp_path):
     nodes = FIXTURES / "nodes_healthy.json"
     ray = _fake(tmp_path / "ray", f'[ "$1" = list ] && cat {nodes} && exit 0; exit 1\n')
     probe = L.probe_cluster(ray, "/bin/false", "10.0.0.1:6379", "http://127.0.0.1:8265", timeout=10)
@@ -324,13 +309,13 @@ def test_probe_prefers_state_api(tmp_path):
     assert [n.ip for n in probe.nodes] == ["127.0.0.2", "127.0.0.3"]
 
 
-def test_probe_reports_every_failure(tmp_path):
+def test_probe_reports_every_failure(L, tmp_path):
     ray = _fake(tmp_path / "ray", 'echo "connection refused" >&2; exit 1\n')
     probe = L.probe_cluster(ray, "/bin/false", "10.0.0.1:6379", "http://127.0.0.1:8265", timeout=10)
     assert probe.error == "ray list nodes: connection refused; gcs: no output; ray status: connection refused"
 
 
-def test_run_is_bounded(tmp_path):
+def test_run_is_bounded(L, tmp_path):
     slow = _fake(tmp_path / "slow", "sleep 30\n")
     start = time.monotonic()
     code, _out, err = L._run([slow, "x"], timeout=1)
@@ -342,6 +327,18 @@ def test_run_is_bounded(tmp_path):
 # ---------------------------------------------------------------- supervision, as a real process
 
 _GPU_BIN = []
+_BUILT = []
+
+
+def _script():
+    """The built launcher (one file, as the roles install it), written once to a temporary directory."""
+    if not _BUILT:
+        import tempfile
+
+        path = pathlib.Path(tempfile.mkdtemp(prefix="launcher-built-")) / "dgxspark-launch"
+        path.write_text(_node_program.build("dgxspark-launch"))
+        _BUILT.append(str(path))
+    return _BUILT[0]
 
 
 def _gpu_bin():
@@ -360,7 +357,7 @@ def _launch(args, env=None, gpu=True):
     env = dict(os.environ if env is None else env)
     if gpu:
         env["PATH"] = f"{_gpu_bin()}:{env.get('PATH', '/usr/bin:/bin')}"
-    return subprocess.Popen([sys.executable, str(SCRIPT)] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    return subprocess.Popen([sys.executable, _script()] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env)
 
 
@@ -378,7 +375,7 @@ def test_container_without_the_gpu_stops_the_launcher_in_every_mode(tmp_path):
     assert not (tmp_path / "ray-was-run").exists()
 
 
-def test_visible_gpus_counts_what_nvidia_smi_lists():
+def test_visible_gpus_counts_what_nvidia_smi_lists(L):
     def runner(out, rc=0):
         return lambda *a, **k: subprocess.CompletedProcess(a, rc, out, "")
     assert L.visible_gpus(runner("GPU 0: NVIDIA GB10 (UUID: GPU-1)\n")) == (1, "")
@@ -440,7 +437,7 @@ def test_head_without_ray_in_path(tmp_path):
     assert "the `ray` command is not in this image's PATH" in out
 
 
-def test_head_auth_error_before_ray_starts(tmp_path):
+def test_head_auth_error_before_ray_starts(L, tmp_path):
     ray = _fake(tmp_path / "ray", f"touch {tmp_path}/ray-was-run\n")
     assert stat.S_IMODE(os.stat(ray).st_mode) == 0o755
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "RAY_AUTH_MODE": "token"}
@@ -451,7 +448,7 @@ def test_head_auth_error_before_ray_starts(tmp_path):
     assert not (tmp_path / "ray-was-run").exists()
 
 
-def test_worker_times_out_naming_head_and_node(tmp_path):
+def test_worker_times_out_naming_head_and_node(L, tmp_path):
     ray = _fake(tmp_path / "ray", "exit 1\n")
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
     start = time.monotonic()
@@ -486,7 +483,7 @@ def test_serve_env_file_reaches_the_engine_only_and_is_never_printed(tmp_path):
     ("not a pair\n", "line 1: expected KEY=VALUE"),
     ("1BAD=x\n", "line 1: expected KEY=VALUE"),
 ])
-def test_serve_env_file_errors(tmp_path, content, message):
+def test_serve_env_file_errors(L, tmp_path, content, message):
     env_file = tmp_path / "serve.env"
     env_file.write_text(content)
     with pytest.raises(L.LaunchError, match=message):

@@ -1,34 +1,23 @@
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests of the model-file requests of dgxspark-transfer (files_inspect, files_receive) on a temporary root."""
+"""Unit tests of the model-file requests of dgxspark-transfer (files_inspect, files_receive) on a temporary root.
+
+Every test runs twice (the fixture R, tests/unit/roles/conftest.py): against module_utils/_transfer_node and
+against the built program, as the nodes run it; the last tests run the built file as a process, as sshd does.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
-import importlib.util
 import io
 import json
 import pathlib
+import subprocess
 import sys
 
 import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
-
-SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "roles" / "node_trust" / "files" / "dgxspark-transfer"
-
-
-def _load():
-    loader = importlib.machinery.SourceFileLoader("dgxspark_transfer_files", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("dgxspark_transfer_files", loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dgxspark_transfer_files"] = module
-    loader.exec_module(module)
-    return module
-
-
-R = _load()
 
 
 def sha(data):
@@ -54,7 +43,7 @@ def root(tmp_path):
     return models
 
 
-def receive(root, files, body, delete=(), want=None, capsys=None):
+def receive(R, root, files, body, delete=(), want=None, capsys=None):
     req = R.validate_request({"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": files,
                               "want": want, "delete": list(delete)})
     rc = R.do_files_receive(req, {"models_root": str(root)}, body)
@@ -62,10 +51,10 @@ def receive(root, files, body, delete=(), want=None, capsys=None):
     return rc, answer
 
 
-def test_the_same_rules_as_the_module_utils(tmp_path):
-    for name in ("CACHE_NAME", "PART_SUFFIX", "SKIP_DIRS", "MAX_DEPTH"):
-        assert getattr(R, name) == getattr(mf, name)
-    assert R.COMPONENT_RE.pattern == mf.COMPONENT_RE.pattern
+def test_the_same_rules_as_the_module_utils(R, tmp_path):
+    # One implementation: the program's path and manifest functions are _model_files' (built: the same source).
+    for name in ("check_relpath", "model_dir", "target_file", "manifest", "stale_parts"):
+        assert getattr(R, name).__module__ == mf.__name__
     model = tmp_path / "m"
     (model / "d").mkdir(parents=True)
     (model / "d" / "a.bin").write_bytes(b"abc")
@@ -73,7 +62,7 @@ def test_the_same_rules_as_the_module_utils(tmp_path):
     assert R.manifest(str(model), use_cache=False)["files"] == mf.manifest(str(model), use_cache=False)["files"]
 
 
-def test_validate_files_requests():
+def test_validate_files_requests(R):
     ok = R.validate_request({"v": 2, "op": "files_receive", "model": "m", "files": [entry("a", b"1"), entry("d/b", b"2")],
                              "next": [{"host": "10.0.0.3", "name": "n3", "want": ["a"]}]})
     assert ok["want"] == ["a", "d/b"] and ok["delete"] == []
@@ -95,11 +84,11 @@ def test_validate_files_requests():
         {"v": 2, "op": "files_receive", "model": "m", "files": [], "next": [{"host": "h", "want": ["zz"]}]},
     ]
     for req in bad:
-        with pytest.raises(R.RequestError):
+        with pytest.raises((R.RequestError, R.PathError)):  # PathError: _model_files' path rules
             R.validate_request(req)
 
 
-def test_next_header_of_a_files_chain():
+def test_next_header_of_a_files_chain(R):
     req = R.validate_request({"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": [entry("a", b"1")],
                               "next": [{"host": "h3", "name": "n3", "want": []}, {"host": "h4", "name": "n4"}]})
     assert R.next_header(req) == {"v": 2, "op": "files_receive", "name": "n3", "model": "m", "files": req["files"],
@@ -107,7 +96,7 @@ def test_next_header_of_a_files_chain():
                                                                       "want": ["a"], "delete": []}]}
 
 
-def test_files_inspect_confined_to_the_configured_root(root, tmp_path):
+def test_files_inspect_confined_to_the_configured_root(R, root, tmp_path):
     answer = R.do_files_inspect({"model": "m", "name": "n2"}, {"models_root": str(root)})
     assert answer["ok"] and answer["exists"] and answer["protocol"] == 2
     assert answer["files"]["keep.bin"] == {"size": 8, "sha256": sha(b"old-keep")}
@@ -119,7 +108,7 @@ def test_files_inspect_confined_to_the_configured_root(root, tmp_path):
         R.do_files_inspect({"model": "m"}, {})
 
 
-def test_files_receive_writes_verifies_and_renames(root, tmp_path, capsys):
+def test_files_receive_writes_verifies_and_renames(R, root, tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()
     (src / "shard.bin").write_bytes(b"new-shard-bytes")
@@ -127,7 +116,7 @@ def test_files_receive_writes_verifies_and_renames(root, tmp_path, capsys):
     (src / "sub" / "new.bin").write_bytes(b"fresh")
     files = [entry("shard.bin", b"new-shard-bytes"), entry("sub/new.bin", b"fresh")]
     (root / "m" / ".stale.bin.dgxspark-part").write_bytes(b"left by a SIGKILL")
-    rc, answer = receive(root, files, stream(files, src), capsys=capsys)
+    rc, answer = receive(R, root, files, stream(files, src), capsys=capsys)
     assert rc == 0 and answer["ok"] and answer["files"] == 2 and answer["bytes"] == 20
     assert (root / "m" / "shard.bin").read_bytes() == b"new-shard-bytes"
     assert (root / "m" / "sub" / "new.bin").read_bytes() == b"fresh"
@@ -135,43 +124,90 @@ def test_files_receive_writes_verifies_and_renames(root, tmp_path, capsys):
     assert R.stale_parts(str(root / "m")) == []
     # The hashes of the received files went into the cache: the next inspect reads nothing.
     hashed = []
-    found = R.manifest(str(root / "m"), hasher=lambda p: hashed.append(p) or R.sha256_file(p))
+    found = R.manifest(str(root / "m"), hasher=lambda p: hashed.append(p) or mf.sha256_file(p))
     assert found["files"]["shard.bin"]["sha256"] == sha(b"new-shard-bytes")
     assert sorted(pathlib.Path(p).name for p in hashed) == ["extra.txt", "keep.bin"]  # never inspected before
-    rc, answer = receive(root, [], stream([], src), delete=["extra.txt"], capsys=capsys)
+    rc, answer = receive(R, root, [], stream([], src), delete=["extra.txt"], capsys=capsys)
     assert rc == 0 and answer["deleted"] == ["extra.txt"] and not (root / "m" / "extra.txt").exists()
 
 
 @pytest.mark.parametrize("cut_after", [10, 25, 38])
-def test_a_cut_stream_leaves_the_old_files_and_no_part_file(root, tmp_path, capsys, cut_after):
+def test_a_cut_stream_leaves_the_old_files_and_no_part_file(R, root, tmp_path, capsys, cut_after):
     src = tmp_path / "src"
     src.mkdir()
     (src / "shard.bin").write_bytes(b"new-shard-bytes")
     (src / "keep.bin").write_bytes(b"new-keep")
     files = [entry("keep.bin", b"new-keep"), entry("shard.bin", b"new-shard-bytes")]
-    rc, answer = receive(root, files, stream(files, src, cut_after=cut_after), capsys=capsys)
+    rc, answer = receive(R, root, files, stream(files, src, cut_after=cut_after), capsys=capsys)
     assert rc == 1 and not answer["ok"] and "existing files were left as they were" in answer["error"]
     assert (root / "m" / "keep.bin").read_bytes() == b"old-keep"  # even the complete first file is not renamed
     assert (root / "m" / "shard.bin").read_bytes() == b"old-shard"
     assert R.stale_parts(str(root / "m")) == []
 
 
-def test_a_wrong_hash_keeps_the_old_file(root, tmp_path, capsys):
+def test_a_wrong_hash_keeps_the_old_file(R, root, tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()
     (src / "shard.bin").write_bytes(b"tampered")
     files = [{"path": "shard.bin", "size": 8, "sha256": sha(b"expected")}]
-    rc, answer = receive(root, files, stream(files, src), capsys=capsys)
+    rc, answer = receive(R, root, files, stream(files, src), capsys=capsys)
     assert rc == 1 and "sha256" in answer["error"] and "expected" not in answer["error"].split("sha256")[0]
     assert (root / "m" / "shard.bin").read_bytes() == b"old-shard" and R.stale_parts(str(root / "m")) == []
 
 
-def test_only_wanted_files_are_written(root, tmp_path, capsys):
+def test_only_wanted_files_are_written(R, root, tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()
     (src / "a.bin").write_bytes(b"aaa")
     (src / "b.bin").write_bytes(b"bbb")
     files = [entry("a.bin", b"aaa"), entry("b.bin", b"bbb")]
-    rc, answer = receive(root, files, stream(files, src), want=["b.bin"], capsys=capsys)
+    rc, answer = receive(R, root, files, stream(files, src), want=["b.bin"], capsys=capsys)
     assert rc == 0 and answer["files"] == 1 and answer["bytes"] == 3
     assert not (root / "m" / "a.bin").exists() and (root / "m" / "b.bin").read_bytes() == b"bbb"
+
+
+# ---------------------------------------------------------------- the built program as a process, relaying to the next
+
+def _relay_chain(tmp_path, built_program, cut_after=None):
+    """n2 receives from stdin and forwards to n3 through a stand-in ssh that runs n3's program (as sshd would)."""
+    program = built_program("dgxspark-transfer")
+    ssh = tmp_path / "ssh"
+    ssh.write_text(f"#!{sys.executable}\nimport os, sys\n"
+                   f"os.execv({sys.executable!r}, [{sys.executable!r}, '-I', {program!r}, "
+                   f"{str(tmp_path)!r} + '/' + sys.argv[-2] + '.json'])\n")
+    ssh.chmod(0o755)
+    for name in ("n2", "n3"):
+        (tmp_path / name / "m").mkdir(parents=True)
+        (tmp_path / f"{name}.json").write_text(json.dumps({"models_root": str(tmp_path / name), "ssh": str(ssh),
+                                                          "key": "/nonexistent/key", "known_hosts": "/dev/null"}))
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    contents = {"config.json": b"{}", "d/w.safetensors": bytes(range(256)) * 9}
+    for rel, data in contents.items():
+        (src / rel).write_bytes(data)
+    files = [entry(rel, data) for rel, data in sorted(contents.items())]
+    header = {"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": files,
+              "next": [{"host": "n3", "port": 22, "name": "n3"}]}
+    body = stream(files, src, chunk=100, cut_after=cut_after).read()
+    proc = subprocess.run([sys.executable, "-I", program, str(tmp_path / "n2.json")], cwd=tmp_path,
+                          input=json.dumps(header).encode() + b"\n" + body, capture_output=True, timeout=60, check=False)
+    answers = {a["name"]: a for a in map(json.loads, proc.stdout.decode().splitlines())}
+    return proc.returncode, answers, contents
+
+
+def test_built_program_relays_files_to_the_next_node(tmp_path, built_program):
+    rc, answers, contents = _relay_chain(tmp_path, built_program)
+    assert rc == 0 and sorted(answers) == ["n2", "n3"]
+    assert all(a["ok"] and a["files"] == 2 for a in answers.values()), answers
+    for name in ("n2", "n3"):
+        for rel, data in contents.items():
+            assert (tmp_path / name / "m" / rel).read_bytes() == data
+
+
+def test_built_program_cut_stream_writes_nothing_on_any_node(tmp_path, built_program):
+    rc, answers, _contents = _relay_chain(tmp_path, built_program, cut_after=500)
+    assert rc == 1 and sorted(answers) == ["n2", "n3"]
+    assert not any(a["ok"] for a in answers.values())
+    assert "the existing files were left as they were" in answers["n3"]["error"]
+    for name in ("n2", "n3"):
+        assert [p.name for p in (tmp_path / name / "m").rglob("*") if not p.is_dir()] == []

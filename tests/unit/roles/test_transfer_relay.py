@@ -1,52 +1,38 @@
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests of roles/node_trust/files/dgxspark-transfer (the transfer key's forced command).
+"""Unit tests of the image requests of dgxspark-transfer (the transfer key's forced command).
 
-The pure logic is imported from the script; a receive runs against a fake Docker API, reading a framed stream.
+Every test runs twice (the fixture R, tests/unit/roles/conftest.py): against module_utils/_transfer_node and
+against the built program. A receive runs against a fake Docker API, reading a framed stream.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import io
 import json
 import os
-import pathlib
-import sys
 
 import pytest
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync as u
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync, _relay as u
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "roles" / "node_trust" / "files" / "dgxspark-transfer"
 ID_A = "sha256:" + "a" * 64
 ID_B = "sha256:" + "b" * 64
 
 
-def _load():
-    loader = importlib.machinery.SourceFileLoader("dgxspark_transfer", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("dgxspark_transfer", loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dgxspark_transfer"] = module
-    loader.exec_module(module)
-    return module
-
-
-R = _load()
 CONFIG = {"key": "/etc/dgxspark/transfer/id_ed25519", "known_hosts": "/etc/dgxspark/transfer/known_hosts",
           "user": "root", "connect_timeout": 10}
 
 
-def test_relay_and_module_build_the_same_ssh_argv():
-    target = {"host": "192.168.100.12", "port": 22, "name": "n2"}
-    assert R.ssh_argv(target, CONFIG) == u.ssh_argv(target, CONFIG["key"], CONFIG["known_hosts"], "root", 10)
-    assert u.PROTOCOL in R.PROTOCOLS and R.CONTENT_LABEL == u.CONTENT_LABEL
-    assert R.FRAME.format == u.FRAME.format
+def test_the_next_hop_is_reached_with_the_relays_ssh_argv(R):
+    # One implementation: the program forwards with _relay's ssh argv and Hop (built: the same source).
+    assert R.ssh_argv.__module__ == R.Hop.__module__ == u.__name__
+    hop = R.forward({"next": [], "name": "n1"}, CONFIG, {})
+    assert hop is None
+    assert _image_sync.PROTOCOL in R.PROTOCOLS and R.CONTENT_LABEL == u.CONTENT_LABEL
 
 
-def test_validate_request():
+def test_validate_request(R):
     req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "reg:5000/a/b:1.0",
                               "next": [{"host": "10.0.0.3", "name": "n3"}]})
     assert req["next"] == [{"host": "10.0.0.3", "port": 22, "name": "n3"}]
@@ -68,7 +54,7 @@ def test_validate_request():
             R.validate_request(item)
 
 
-def test_split_ref_and_next_header():
+def test_split_ref_and_next_header(R):
     assert R.split_ref("reg:5000/a/b") == ("reg:5000/a/b", "latest")
     assert R.split_ref("reg:5000/a/b:1.0") == ("reg:5000/a/b", "1.0")
     req = {"image_id": ID_A, "ref": "a:1", "content_label": None, "source_store": "graphdriver",
@@ -78,7 +64,7 @@ def test_split_ref_and_next_header():
                                   "next": [{"host": "h4", "port": 22, "name": "n4"}]}
 
 
-def test_loaded_ids_and_verify():
+def test_loaded_ids_and_verify(R):
     events = [{"stream": "Loaded image ID: " + ID_A + "\n"}, {"stream": "Loaded image: a:1\n"}]
     assert R.loaded_ids(events) == ([ID_A], ["a:1"], None)
     assert R.loaded_ids([{"errorDetail": {"message": "no space left on device"}}]) == ([], [], "no space left on device")
@@ -124,16 +110,16 @@ def stream(payload, chunk=3, cut=None):
     return io.BytesIO(data if cut is None else data[:cut])
 
 
-def receive(api, source, capsys):
+def receive(R, api, source, capsys):
     req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "a:1",
                               "source_store": "graphdriver"})
     rc = R.do_receive(api, req, CONFIG, source)
     return rc, [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-def test_receive_loads_verifies_then_tags(capsys):
+def test_receive_loads_verifies_then_tags(R, capsys):
     api = FakeAPI()
-    rc, lines = receive(api, stream(b"0123456789"), capsys)
+    rc, lines = receive(R, api, stream(b"0123456789"), capsys)
     assert rc == 0 and api.received == b"0123456789"
     assert api.tags == [(ID_A, "a", "1", True)]
     assert lines[0]["ok"] is True and lines[0]["bytes"] == 10 and lines[0]["loaded_id"] == ID_A
@@ -141,43 +127,44 @@ def test_receive_loads_verifies_then_tags(capsys):
                                                                        "content_label": None, "size": 0}}
 
 
-def test_cut_stream_aborts_the_load_and_tags_nothing(capsys):
+def test_cut_stream_aborts_the_load_and_tags_nothing(R, capsys):
     api = FakeAPI()
-    rc, lines = receive(api, stream(b"0123456789", cut=12), capsys)  # inside the second 3-byte frame
+    rc, lines = receive(R, api, stream(b"0123456789", cut=12), capsys)  # inside the second 3-byte frame
     assert rc == 1 and api.tags == []
     assert lines[0]["ok"] is False and lines[0]["error"].startswith("the image stream ended inside a frame after 3 bytes")
-    rc, lines = receive(FakeAPI(), stream(b"0123456789", cut=14), capsys)  # after two whole frames
+    rc, lines = receive(R, FakeAPI(), stream(b"0123456789", cut=14), capsys)  # after two whole frames
     assert rc == 1 and lines[0]["error"].startswith("the image stream ended after 6 bytes without its end mark")
 
 
-def test_wrong_image_is_removed_and_not_tagged(capsys):
+def test_wrong_image_is_removed_and_not_tagged(R, capsys):
     other = "sha256:" + "c" * 64
     api = FakeAPI(loaded_id=other)
-    rc, lines = receive(api, stream(b"abc"), capsys)
+    rc, lines = receive(R, api, stream(b"abc"), capsys)
     assert rc == 1 and api.tags == [] and api.removed == [other]
     assert lines[0]["error"].startswith(f"verification failed: loaded image {other} is not the source's {ID_A}")
 
 
-def test_load_error_is_reported(capsys):
+def test_load_error_is_reported(R, capsys):
     api = FakeAPI(fail="no space left on device")
-    rc, lines = receive(api, stream(b"abc"), capsys)
+    rc, lines = receive(R, api, stream(b"abc"), capsys)
     assert rc == 1 and api.tags == [] and lines[0]["error"] == "docker load failed: no space left on device"
 
 
-def test_receive_reuses_a_few_buffers_for_many_frames(capsys):
+def test_receive_reuses_a_few_buffers_for_many_frames(R, capsys):
     api = FakeAPI()
     payload = bytes(range(256)) * 40
-    rc, lines = receive(api, stream(payload, chunk=7), capsys)
+    rc, lines = receive(R, api, stream(payload, chunk=7), capsys)
     assert rc == 0 and api.received == payload and lines[0]["bytes"] == len(payload)
 
 
-def test_write_all_and_read_into_move_every_byte():
+def test_write_all_and_read_full_move_every_byte():
     rfd, wfd = os.pipe()
     try:
-        R.write_all(wfd, [b"head", memoryview(bytearray(b"data"))[:3], b"", b"!"])
+        u.write_all(wfd, [b"head", memoryview(bytearray(b"data"))[:3], b"", b"!"])
         buf = bytearray(8)
-        assert R.read_into(io.FileIO(rfd, closefd=False), memoryview(buf)) and bytes(buf) == b"headdat!"
-        assert R.read_into(io.BytesIO(b"ab"), memoryview(bytearray(3))) is False
+        assert u.read_full(io.FileIO(rfd, closefd=False), memoryview(buf)) == 8 and bytes(buf) == b"headdat!"
+        assert u.read_full(io.BytesIO(b"ab"), memoryview(bytearray(3))) == 2
+        assert u.read_exact(io.BytesIO(b"abc"), 3) == b"abc" and u.read_exact(io.BytesIO(b"ab"), 3) is None
     finally:
         os.close(rfd)
         os.close(wfd)

@@ -8,7 +8,7 @@ import json
 import os
 import struct
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync as u
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync as img, _relay as u
 
 ID_A = "sha256:" + "a" * 64
 ID_B = "sha256:" + "b" * 64
@@ -40,27 +40,27 @@ def test_image_summary_reads_id_digests_label_and_size():
 
 
 def test_identity_same_store_compares_ids():
-    assert u.identity(SRC, "graphdriver", answer(ID_A), "img:1", "n2") == (True, "same image ID", None)
-    assert u.identity(SRC, "graphdriver", answer(ID_B), "img:1", "n2") == (False, f"img:1 is {ID_B} on n2", None)
-    assert u.identity(SRC, "graphdriver", answer(None), "img:1", "n2") == (False, "img:1 is not on n2", None)
+    assert img.identity(SRC, "graphdriver", answer(ID_A), "img:1", "n2") == (True, "same image ID", None)
+    assert img.identity(SRC, "graphdriver", answer(ID_B), "img:1", "n2") == (False, f"img:1 is {ID_B} on n2", None)
+    assert img.identity(SRC, "graphdriver", answer(None), "img:1", "n2") == (False, "img:1 is not on n2", None)
 
 
 def test_identity_across_stores_uses_label_then_digests_then_warns():
     labelled = dict(SRC, content_label="p1")
-    assert u.identity(labelled, "graphdriver", answer(ID_B, "containerd", label="p1"), "i", "n") == (
+    assert img.identity(labelled, "graphdriver", answer(ID_B, "containerd", label="p1"), "i", "n") == (
         True, f"same {u.CONTENT_LABEL} label", None)
-    assert u.identity(labelled, "graphdriver", answer(ID_A, "containerd", label="p2"), "i", "n")[0] is False
+    assert img.identity(labelled, "graphdriver", answer(ID_A, "containerd", label="p2"), "i", "n")[0] is False
     digested = dict(SRC, repo_digests=["r@sha256:" + "d" * 64])
-    assert u.identity(digested, "graphdriver", answer(ID_B, "containerd", digests=["r@sha256:" + "d" * 64]), "i", "n") == (
+    assert img.identity(digested, "graphdriver", answer(ID_B, "containerd", digests=["r@sha256:" + "d" * 64]), "i", "n") == (
         True, "same repo digest r@sha256:" + "d" * 64, None)
-    same, reason, warning = u.identity(SRC, "graphdriver", answer(ID_B, "containerd"), "i", "n")
+    same, reason, warning = img.identity(SRC, "graphdriver", answer(ID_B, "containerd"), "i", "n")
     assert (same, reason) == (False, f"i is {ID_B} on n (different stores)")
     assert warning.startswith("n: its engine uses the containerd image store and the source the graphdriver store")
 
 
 def test_need_bytes_doubles_for_containerd():
-    assert u.need_bytes(10, "graphdriver", 5) == 15
-    assert u.need_bytes(10, "containerd", 5) == 25
+    assert img.need_bytes(10, "graphdriver", 5) == 15
+    assert img.need_bytes(10, "containerd", 5) == 25
 
 
 def test_plan_skip_tag_transfer_and_disk():
@@ -68,7 +68,7 @@ def test_plan_skip_tag_transfer_and_disk():
                {"name": "n4", "host": "10.0.0.4"}, {"name": "n5", "host": "10.0.0.5"}]
     answers = {"n2": answer(ID_A), "n3": answer(ID_B, id_image={"id": ID_A}), "n4": answer(None),
                "n5": answer(None, free=12_000_000_000)}
-    entries, disk, warnings = u.plan(SRC, "graphdriver", "img:1", targets, answers, 5_000_000_000)
+    entries, disk, warnings = img.plan(SRC, "graphdriver", "img:1", targets, answers, 5_000_000_000)
     assert [e["action"] for e in entries] == ["skip", "tag", "transfer", "transfer"]
     assert entries[1]["port"] == 2222 and entries[1]["before_id"] == ID_B
     assert entries[2]["need_bytes"] == 15_000_000_000
@@ -78,8 +78,8 @@ def test_plan_skip_tag_transfer_and_disk():
 
 
 def test_plan_by_image_id_never_tags():
-    entries, _disk, _w = u.plan(SRC, "graphdriver", ID_A, [{"name": "n2", "host": "h"}],
-                                {"n2": answer(None, id_image={"id": ID_A})}, 0)
+    entries, _disk, _w = img.plan(SRC, "graphdriver", ID_A, [{"name": "n2", "host": "h"}],
+                                  {"n2": answer(None, id_image={"id": ID_A})}, 0)
     assert entries[0]["action"] == "transfer"
 
 
@@ -93,17 +93,17 @@ def test_ssh_argv_is_strict_and_shell_free():
 
 def test_chains_and_headers():
     entries = [{"name": f"n{i}", "host": f"h{i}", "port": 22} for i in (2, 3, 4)]
-    relay = u.chains(entries, "relay")
+    relay = img.chains(entries, "relay")
     assert [[e["name"] for e in c] for c in relay] == [["n2", "n3", "n4"]]
-    assert [[e["name"] for e in c] for c in u.chains(entries, "parallel")] == [["n2"], ["n3"], ["n4"]]
-    assert u.chains([], "relay") == []
-    header = u.receive_header(entries[0], entries[1:], "img:1", SRC, "graphdriver")
+    assert [[e["name"] for e in c] for c in img.chains(entries, "parallel")] == [["n2"], ["n3"], ["n4"]]
+    assert img.chains([], "relay") == []
+    header = img.receive_header(entries[0], entries[1:], "img:1", SRC, "graphdriver")
     assert header == {"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "img:1", "content_label": None,
                       "source_store": "graphdriver",
                       "next": [{"host": "h3", "port": 22, "name": "n3"}, {"host": "h4", "port": 22, "name": "n4"}]}
-    assert u.receive_header(entries[0], [], ID_A, SRC, "graphdriver")["ref"] is None
-    assert u.inspect_header("img:1", ID_A) == {"v": 1, "op": "inspect", "image": "img:1", "image_id": ID_A}
-    assert u.tag_header("img:1", ID_A) == {"v": 1, "op": "tag", "ref": "img:1", "image_id": ID_A}
+    assert img.receive_header(entries[0], [], ID_A, SRC, "graphdriver")["ref"] is None
+    assert img.inspect_header("img:1", ID_A) == {"v": 1, "op": "inspect", "image": "img:1", "image_id": ID_A}
+    assert img.tag_header("img:1", ID_A) == {"v": 1, "op": "tag", "ref": "img:1", "image_id": ID_A}
 
 
 def test_framing():

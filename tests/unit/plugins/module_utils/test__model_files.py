@@ -11,6 +11,7 @@ import os
 import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
+from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import FRAME
 
 
 def sha(data: bytes) -> str:
@@ -147,9 +148,9 @@ def test_file_frames_never_cross_a_file(tmp_path):
     model = make_model(tmp_path / "m", {"a": b"x" * 5, "b": b"", "c": b"y" * 3})
     files = [{"path": p, "size": s, "sha256": ""} for p, s in (("a", 5), ("b", 0), ("c", 3))]
     frames = list(mf.file_frames(str(model), files, chunk=2))
-    assert frames[:-1] == [mf.FRAME.pack(2) + b"xx", mf.FRAME.pack(2) + b"xx", mf.FRAME.pack(1) + b"x",
-                           mf.FRAME.pack(2) + b"yy", mf.FRAME.pack(1) + b"y"]
-    assert frames[-1] == mf.FRAME.pack(0) + b'{"bytes": 8}\n'
+    assert frames[:-1] == [FRAME.pack(2) + b"xx", FRAME.pack(2) + b"xx", FRAME.pack(1) + b"x",
+                           FRAME.pack(2) + b"yy", FRAME.pack(1) + b"y"]
+    assert frames[-1] == FRAME.pack(0) + b'{"bytes": 8}\n'
     (model / "c").write_bytes(b"y")
     with pytest.raises(OSError, match="shorter"):
         list(mf.file_frames(str(model), files))

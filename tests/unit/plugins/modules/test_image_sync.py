@@ -14,7 +14,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.dgxspark.vllm.plugins.modules import image_sync as mod
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync as u
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _relay as u
 
 ID_A = "sha256:" + "a" * 64
 ID_B = "sha256:" + "b" * 64

@@ -1,6 +1,13 @@
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""dgxspark-transfer: the forced command of the fleet's transfer key (installed by dgxspark.vllm.node_trust).
+#
+# PRIVATE: this file is internal to the dgxspark.vllm collection. It is not a
+# public API and may change in any release without notice. Do not import it
+# from other collections.
+"""The receiving side of the relay: the transfer program, the forced command of the fleet's transfer key.
+
+dgxspark.vllm.node_trust installs it on every node as ``dgxspark-transfer``, a single python3 file that
+``_node_program`` builds from this module and the module_utils it imports (``_relay``, ``_model_files``).
 
 A peer that logs in with the fleet's transfer key gets this program and nothing else
 (``restrict,from=<fabric addresses>,command="python3 dgxspark-transfer CONFIG"`` in
@@ -45,7 +52,8 @@ from the configuration file (``models_root``, written by node_trust), never from
     (atomic per file), then the ``delete`` paths are removed. A cut stream, a wrong hash or a
     signal removes the part files and leaves the existing files as they were.
 
-No shell is involved anywhere: the next hop is reached with an ssh argv.
+No shell is involved anywhere: the next hop is reached with the relay's ssh argv. Standard library only (the
+docker SDK, python3-docker on the node, is imported when an image request needs it).
 """
 
 from __future__ import annotations
@@ -57,52 +65,33 @@ import os
 import queue
 import re
 import signal
-import stat
-import struct
-import subprocess
 import sys
 import threading
 import time
 
-PROTOCOL = 2
-PROTOCOLS = (1, 2)
+from ansible_collections.dgxspark.vllm.plugins.module_utils._model_files import (
+    PathError, cache_key, check_relpath, load_cache, manifest, model_dir, part_name, save_cache, stale_parts,
+    target_file, within,
+)
+from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
+    CONTENT_LABEL, FRAME, IMAGE_ID_RE, MAX_FRAME, MAX_HEADER, PROTOCOL, PROTOCOLS, Hop, chain_results, image_summary,
+    read_exact, read_full, ssh_argv, store_of,
+)
+
 IMAGE_OPS = ("inspect", "tag", "receive")
 FILES_OPS = ("files_inspect", "files_receive")
-CONTENT_LABEL = "org.dgxspark.vllm.content"
-MAX_HEADER = 1 << 20
-FRAME = struct.Struct(">I")
-# AES-GCM first: with the CPUs' AES instructions (x86 AES-NI, the Arm crypto extensions of the Sparks' Grace cores)
-# it costs about half the CPU of OpenSSH's default chacha20-poly1305 on both ends of every hop.
-CIPHERS = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com"
-MAX_FRAME = 64 << 20
-CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
-
-IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 # repository[:tag], the way Docker accepts it (lower-case path components, optional registry with port).
 REF_RE = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
                     r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
 HOST_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.:-]{0,251}[A-Za-z0-9])?$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
-
-
-# Model files: the same rules as plugins/module_utils/_model_files.py (a unit test checks they agree).
-CACHE_NAME = ".dgxspark-manifest.json"
-PART_SUFFIX = ".dgxspark-part"
-LOCK_NAME = ".dgxspark-receive.lock"
-SKIP_DIRS = (".cache",)
-COMPONENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+=@,-]{0,254}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-MAX_DEPTH = 16
+LOCK_NAME = ".dgxspark-receive.lock"
 MAX_FILES = 100000
-HASH_CHUNK = 4 << 20
 
 
-class RequestError(Exception):
+class RequestError(ValueError):
     """The request is malformed or not allowed."""
-
-
-class PathError(RequestError):
-    """A relative path that is not allowed or escapes its root."""
 
 
 class Interrupted(Exception):
@@ -228,192 +217,6 @@ def validate_files_request(req):
     return out
 
 
-# --------------------------------------------------------------------------- model files (pure, unit tested)
-
-def check_relpath(rel, max_depth=MAX_DEPTH):
-    """REL if it is a plain relative path (components of letters, digits and ._+=@,-, none . or ..), else raise."""
-    if not isinstance(rel, str) or not rel or "\x00" in rel or "\\" in rel:
-        raise PathError(f"invalid relative path {rel!r}")
-    if rel.startswith("/"):
-        raise PathError(f"absolute path {rel!r} is not allowed")
-    parts = rel.split("/")
-    if len(parts) > max_depth:
-        raise PathError(f"path {rel!r} is deeper than {max_depth} levels")
-    for part in parts:
-        if part in ("", ".", ".."):
-            raise PathError(f"path {rel!r} has an empty, '.' or '..' component")
-        if not COMPONENT_RE.match(part):
-            raise PathError(f"path {rel!r} has a component with characters that are not allowed ({part!r})")
-        if part.endswith(PART_SUFFIX) or part == CACHE_NAME:
-            raise PathError(f"path {rel!r} names a transfer or cache file")
-    return rel
-
-
-def within(path, root):
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(path)
-    return real == real_root or real.startswith(real_root.rstrip("/") + "/")
-
-
-def model_dir(root, model):
-    """ROOT/MODEL after checking MODEL and that the result does not lead out of ROOT (a symlink)."""
-    check_relpath(model, max_depth=4)
-    path = os.path.join(root, model)
-    if not within(path, root):
-        raise PathError(f"{path} resolves outside the models root {root} (symlink?)")
-    return path
-
-
-def target_file(directory, rel):
-    """DIRECTORY/REL for writing: its existing parents must not lead out of DIRECTORY, and it is no symlink."""
-    check_relpath(rel)
-    path = os.path.join(directory, rel)
-    probe = os.path.dirname(path)
-    while not os.path.lexists(probe) and probe != directory:
-        probe = os.path.dirname(probe)
-    if not within(probe, directory):
-        raise PathError(f"{rel} would be written outside {directory} (a symlinked directory?)")
-    if os.path.islink(path):
-        raise PathError(f"{path} is a symlink; refusing to replace it")
-    return path
-
-
-def part_name(path):
-    directory, base = os.path.split(path)
-    return os.path.join(directory, f".{base}{PART_SUFFIX}")
-
-
-def walk(directory):
-    """Regular files under DIRECTORY (relative, sorted) and what is not allowed there; see _model_files.walk."""
-    files, problems = [], []
-    for current, dirs, names in os.walk(directory, followlinks=False):
-        rel_dir = os.path.relpath(current, directory)
-        rel_dir = "" if rel_dir == "." else rel_dir
-        if not rel_dir:
-            dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
-        for d in list(dirs):
-            if os.path.islink(os.path.join(current, d)):
-                dirs.remove(d)
-                problems.append(f"{os.path.join(rel_dir, d)} is a symlinked directory (not followed)")
-        dirs.sort()
-        for name in sorted(names):
-            if name == CACHE_NAME or name.endswith(PART_SUFFIX):
-                continue
-            rel = os.path.join(rel_dir, name) if rel_dir else name
-            full = os.path.join(current, name)
-            try:
-                check_relpath(rel)
-            except PathError as exc:
-                problems.append(str(exc))
-                continue
-            if os.path.islink(full):
-                if not within(full, directory):
-                    problems.append(f"{rel} is a symlink that leads outside {directory}")
-                    continue
-                if not os.path.isfile(full):
-                    problems.append(f"{rel} is a symlink to something that is not a regular file")
-                    continue
-            elif not stat.S_ISREG(os.lstat(full).st_mode):
-                problems.append(f"{rel} is not a regular file")
-                continue
-            files.append(rel)
-    return sorted(files), problems
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while True:
-            data = fh.read(HASH_CHUNK)
-            if not data:
-                break
-            digest.update(data)
-    return digest.hexdigest()
-
-
-def load_cache(directory):
-    try:
-        with open(os.path.join(directory, CACHE_NAME), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return {}
-    files = data.get("files") if isinstance(data, dict) else None
-    return files if isinstance(files, dict) else {}
-
-
-def save_cache(directory, entries):
-    tmp = os.path.join(directory, f".dgxspark-manifest-{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"version": 1, "files": entries}, fh, sort_keys=True)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, os.path.join(directory, CACHE_NAME))
-        return True
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        return False
-
-
-def cache_key(st):
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
-def manifest(directory, use_cache=True, hasher=sha256_file):
-    """{"files": {rel: {"size", "sha256"}}, "problems", "hashed", "cached"}; see _model_files.manifest."""
-    files, problems = walk(directory)
-    cache = load_cache(directory) if use_cache else {}
-    out, entries = {}, {}
-    hashed = cached = 0
-    for rel in files:
-        full = os.path.join(directory, rel)
-        st = os.stat(full)
-        key = cache_key(st)
-        hit = cache.get(rel)
-        if isinstance(hit, dict) and hit.get("key") == key and isinstance(hit.get("sha256"), str):
-            digest = hit["sha256"]
-            cached += 1
-        else:
-            digest = hasher(full)
-            hashed += 1
-        out[rel] = {"size": st.st_size, "sha256": digest}
-        entries[rel] = {"key": key, "sha256": digest}
-    if use_cache and (hashed or set(cache) != set(entries)):
-        save_cache(directory, entries)
-    return {"files": out, "problems": problems, "hashed": hashed, "cached": cached}
-
-
-def stale_parts(directory):
-    """Part files a killed receive left behind (hidden, never under a final name)."""
-    found = []
-    for current, _dirs, names in os.walk(directory, followlinks=False):
-        found += [os.path.join(current, n) for n in names if n.endswith(PART_SUFFIX)]
-    return sorted(found)
-
-
-def ssh_argv(hop, config):
-    """The argv that reaches HOP's forced command with the fleet's transfer key (no shell, no prompts)."""
-    return [
-        config.get("ssh", "ssh"), "-T", "-x",
-        "-i", config["key"],
-        "-o", "IdentitiesOnly=yes",
-        "-o", "IdentityAgent=none",
-        "-o", "BatchMode=yes",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", "UserKnownHostsFile=" + config["known_hosts"],
-        "-o", "GlobalKnownHostsFile=/dev/null",
-        "-o", "ConnectTimeout=%d" % int(config.get("connect_timeout", 10)),
-        "-o", "ServerAliveInterval=10",
-        "-o", "ServerAliveCountMax=6",
-        "-o", "Compression=no",
-        "-o", "Ciphers=" + CIPHERS,
-        "-o", "LogLevel=ERROR",
-        "-p", str(hop.get("port", 22)),
-        "-l", config.get("user", "root"),
-        "--", hop["host"], "dgxspark-transfer",
-    ]
-
-
 def next_header(req):
     """The header the next hop gets: same image, itself as name, the rest of the chain."""
     hop = req["next"][0]
@@ -425,12 +228,39 @@ def next_header(req):
             "next": req["next"][1:]}
 
 
-def store_of(info):
-    """'containerd' when the engine keeps images in the containerd store, else 'graphdriver'."""
-    for pair in info.get("DriverStatus") or []:
-        if len(pair) == 2 and pair[0] == "driver-type" and pair[1] == CONTAINERD_SNAPSHOTTER:
-            return "containerd"
-    return "graphdriver"
+def forward(req, config, result):
+    """The Hop to the next node of the chain (None at the end of it, or when ssh cannot start: RESULT says so)."""
+    if not req["next"]:
+        return None
+    hop = req["next"][0]
+    try:
+        return Hop(ssh_argv(hop, config["key"], config["known_hosts"], config.get("user", "root"),
+                            int(config.get("connect_timeout", 10)), config.get("ssh", "ssh")),
+                   next_header(req), [hop["name"]])
+    except OSError as exc:
+        result["forward_error"] = f"could not start ssh to {hop['name']}: {exc}"
+        return None
+
+
+def downstream_answers(down, req, config):
+    """The answers of the nodes after this one, in chain order: each node's own, or why it is missing."""
+    if down is None:
+        return []
+    down.finish(timeout=int(config.get("finish_timeout", 3600)))
+    results = chain_results([(down, req["next"])])
+    return [results[hop["name"]] for hop in req["next"]]
+
+
+def answer_chain(result, start, error, down, req, config):
+    """Print this node's RESULT, then the answers of the nodes after it; the exit code (0 when this node succeeded)."""
+    result["seconds"] = round(time.monotonic() - start, 3)
+    result["ok"] = error is None
+    if error:
+        result["error"] = error
+    emit(result)
+    for answer in downstream_answers(down, req, config):
+        emit(answer)
+    return 0 if result["ok"] else 1
 
 
 def loaded_ids(events):
@@ -467,14 +297,6 @@ def verify_loaded(expected_id, content_label, source_store, local_store, loaded,
     return None  # different stores, no label: the IDs cannot agree; the module warned
 
 
-def image_summary(attrs):
-    if not attrs:
-        return None
-    labels = ((attrs.get("Config") or {}).get("Labels")) or {}
-    return {"id": attrs.get("Id"), "repo_digests": attrs.get("RepoDigests") or [],
-            "content_label": labels.get(CONTENT_LABEL), "size": attrs.get("Size") or 0}
-
-
 # --------------------------------------------------------------------------- I/O
 
 def read_line(stream, limit=MAX_HEADER):
@@ -482,36 +304,6 @@ def read_line(stream, limit=MAX_HEADER):
     if not data.endswith(b"\n"):
         raise RequestError("no request line on stdin" if not data else "request line too long or cut off")
     return data
-
-
-def read_exact(stream, size):
-    """SIZE bytes from STREAM, or None when it ends first."""
-    buf = bytearray(size)
-    return bytes(buf) if read_into(stream, memoryview(buf)) else None
-
-
-def read_into(stream, view):
-    """Fill VIEW (a writable memoryview) from STREAM; False when the stream ends first."""
-    got, size = 0, len(view)
-    while got < size:
-        n = stream.readinto(view[got:])
-        if not n:
-            return False
-        got += n
-    return True
-
-
-def write_all(fd, parts):
-    """Write PARTS (bytes-like) to the file descriptor FD with writev, without joining them, until all are written."""
-    views = [memoryview(part).cast("B") for part in parts if len(part)]
-    while views:
-        n = os.writev(fd, views)
-        while n:
-            if n >= len(views[0]):
-                n -= len(views.pop(0))
-            else:
-                views[0] = views[0][n:]
-                n = 0
 
 
 def emit(obj):
@@ -555,53 +347,6 @@ def do_tag(api, req):
     repo, tag = split_ref(req["ref"])
     api.tag(req["image_id"], repo, tag, force=True)
     return {"v": PROTOCOL, "ok": True, "action": "tag"}
-
-
-class Downstream:
-    """The ssh process to the next hop, with its answer lines and stderr collected in threads."""
-
-    def __init__(self, argv, header):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # pylint: disable=consider-using-with
-                                     stderr=subprocess.PIPE, bufsize=0)
-        self.lines = []
-        self.err = b""
-        self.alive = True
-        self.error = None
-        self._threads = [threading.Thread(target=self._read_out, daemon=True),
-                         threading.Thread(target=self._read_err, daemon=True)]
-        for th in self._threads:
-            th.start()
-        self.write(json.dumps(header).encode() + b"\n")
-
-    def _read_out(self):
-        for line in self.proc.stdout:
-            self.lines.append(line.decode(errors="replace").strip())
-
-    def _read_err(self):
-        self.err = self.proc.stderr.read(65536)
-
-    def write(self, *parts):
-        if not self.alive:
-            return
-        try:
-            write_all(self.proc.stdin.fileno(), parts)
-        except (BrokenPipeError, OSError) as exc:
-            self.alive = False
-            self.error = f"forwarding failed: {exc}"
-
-    def finish(self, timeout):
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        for th in self._threads:
-            th.join(5)
-        return self.proc.returncode
 
 
 class Loader(threading.Thread):
@@ -677,14 +422,7 @@ def do_receive(api, req, config, stdin):
     result = {"v": PROTOCOL, "name": req.get("name"), "ok": False, "action": "transfer", "bytes": 0}
     local_store = store_of(api.info())
     before = set(api.images(all=True, quiet=True))
-    down = None
-    if req["next"]:
-        hop = req["next"][0]
-        try:
-            down = Downstream(ssh_argv(hop, config), next_header(req))
-        except OSError as exc:
-            down = None
-            result["forward_error"] = f"could not start ssh to {hop['name']}: {exc}"
+    down = forward(req, config, result)
     loader = Loader(api)
     loader.start()
     total = 0
@@ -711,7 +449,7 @@ def do_receive(api, req, config, stdin):
             break
         buf = loader.take(size)
         data = memoryview(buf)[:size]
-        if not read_into(stdin, data):
+        if read_full(stdin, data) != size:
             error = f"the image stream ended inside a frame after {total} bytes (sender interrupted?)"
             break
         total += size
@@ -752,31 +490,7 @@ def do_receive(api, req, config, stdin):
                            "ref_image": image_summary(inspect_or_none(api, req.get("ref") or req["image_id"]))}
     except Exception:  # pylint: disable=broad-except  # the source then asks with an inspect request
         pass
-    result["seconds"] = round(time.monotonic() - start, 3)
-    result["ok"] = error is None
-    if error:
-        result["error"] = error
-    downstream_lines = []
-    if down:
-        rc = down.finish(timeout=int(config.get("finish_timeout", 3600)))
-        downstream_lines = [line for line in down.lines if line]
-        answered = set()
-        for line in downstream_lines:
-            try:
-                answered.add(json.loads(line).get("name"))
-            except ValueError:
-                pass
-        why = down.error or f"ssh exited {rc}: {down.err.decode(errors='replace').strip()[-500:]}"
-        for hop in req["next"]:
-            if hop["name"] not in answered:
-                downstream_lines.append(json.dumps({
-                    "v": PROTOCOL, "name": hop["name"], "ok": False, "action": "transfer", "bytes": 0,
-                    "error": f"no answer through the relay chain (after {req.get('name')}): {why}"}))
-    emit(result)
-    for line in downstream_lines:
-        sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-    return 0 if result["ok"] else 1
+    return answer_chain(result, start, error, down, req, config)
 
 
 def models_root(config):
@@ -837,7 +551,7 @@ class FileSink:
             self.parts.append((part, final, entry["path"], entry["sha256"]))
             self.fh = os.fdopen(fd, "wb")
             self.digest = hashlib.sha256()
-        except (OSError, RequestError) as exc:
+        except (OSError, ValueError) as exc:  # a PathError or RequestError too
             self.fail(f"cannot write {entry['path']}: {exc}")
 
     def write(self, data):
@@ -869,13 +583,17 @@ class FileSink:
     def fail(self, why):
         if self.error is None:
             self.error = why
+        self.close()
+        self.current = None
+
+    def close(self):
+        """Close the part file being written, if any (after a failure: its content no longer matters)."""
         if self.fh is not None:
             try:
                 self.fh.close()
             except OSError:
                 pass
             self.fh = None
-        self.current = None
 
     def commit(self):
         """Move every verified part file to its final name; the hashes go into the cache."""
@@ -895,12 +613,7 @@ class FileSink:
             pass
 
     def discard(self):
-        if self.fh is not None:
-            try:
-                self.fh.close()
-            except OSError:
-                pass
-            self.fh = None
+        self.close()
         for part, _final, _rel, _digest in self.parts:
             try:
                 os.unlink(part)
@@ -926,14 +639,7 @@ def do_files_receive(req, config, stdin):
               "deleted": []}
     root = models_root(config)
     directory = model_dir(root, req["model"])
-    down = None
-    if req["next"]:
-        hop = req["next"][0]
-        try:
-            down = Downstream(ssh_argv(hop, config), next_header(req))
-        except OSError as exc:
-            down = None
-            result["forward_error"] = f"could not start ssh to {hop['name']}: {exc}"
+    down = forward(req, config, result)
     sink = None
     lock = None
     error = None
@@ -955,7 +661,7 @@ def do_files_receive(req, config, stdin):
             sink = FileSink(directory, req["want"])
         except BlockingIOError:
             error = f"another transfer into {root} is running on this node"
-        except (OSError, RequestError) as exc:
+        except (OSError, ValueError) as exc:  # a PathError or RequestError too
             error = f"cannot prepare {directory}: {exc}"
         if sink is None:
             sink = FileSink(directory, [])
@@ -1001,31 +707,8 @@ def do_files_receive(req, config, stdin):
             sink.discard()  # only parts that were not committed are left to remove
         if lock is not None:
             lock.close()
-    result["seconds"] = round(time.monotonic() - start, 3)
-    result["ok"] = error is None
-    if error:
-        result["error"] = f"{error}; the existing files were left as they were"
-    downstream_lines = []
-    if down:
-        rc = down.finish(timeout=int(config.get("finish_timeout", 3600)))
-        downstream_lines = [line for line in down.lines if line]
-        answered = set()
-        for line in downstream_lines:
-            try:
-                answered.add(json.loads(line).get("name"))
-            except ValueError:
-                pass
-        why = down.error or f"ssh exited {rc}: {down.err.decode(errors='replace').strip()[-500:]}"
-        for hop in req["next"]:
-            if hop["name"] not in answered:
-                downstream_lines.append(json.dumps({
-                    "v": PROTOCOL, "name": hop["name"], "ok": False, "action": "sync", "bytes": 0,
-                    "error": f"no answer through the relay chain (after {req.get('name')}): {why}"}))
-    emit(result)
-    for line in downstream_lines:
-        sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-    return 0 if result["ok"] else 1
+    return answer_chain(result, start, error and f"{error}; the existing files were left as they were", down, req,
+                        config)
 
 
 def main(argv):
@@ -1058,7 +741,3 @@ def main(argv):
     except Exception as exc:  # pylint: disable=broad-except
         emit({"v": PROTOCOL, "ok": False, "name": req.get("name"), "error": f"{type(exc).__name__}: {exc}"})
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

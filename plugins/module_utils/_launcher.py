@@ -1,11 +1,17 @@
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# PRIVATE: this file is internal to the dgxspark.vllm collection. It is not a
+# public API and may change in any release without notice. Do not import it
+# from other collections.
 """dgxspark-launch: the command of every node container of the dgxspark.vllm collection.
 
 The collection always starts node containers with ``--entrypoint`` set to this
-script, so the image's own ENTRYPOINT never runs. Standard library only; it
-runs with the ``python3`` of arbitrary vLLM images (Python >= 3.10) and calls
-the ``ray`` CLI of that image.
+program, so the image's own ENTRYPOINT never runs. ``_node_program`` builds it
+into one python3 file from this module and the module_utils it imports (``_ray``
+parses the Ray CLI's outputs, as for the module ray_cluster_info). Standard
+library only; it runs with the ``python3`` of arbitrary vLLM images (Python >= 3.10)
+and calls the ``ray`` CLI of that image.
 
 Modes (argv only, never a shell string)::
 
@@ -61,6 +67,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _ray
 
 # Other roles hash this into image tags: bump it with every behaviour change.
 LAUNCHER_VERSION = "1.2.0"
@@ -362,17 +370,9 @@ def _gpu_value(value) -> float:
 
 
 def parse_list_nodes(text: str) -> list[Node]:
-    """Parse `ray list nodes --format json` (Ray 2.5x state API)."""
-    data = json.loads(text)
-    if not isinstance(data, list):
-        raise ValueError("expected a JSON list of nodes")
-    nodes = []
-    for item in data:
-        resources = item.get("resources_total") or {}
-        nodes.append(Node(node_id=str(item.get("node_id", "")), ip=str(item.get("node_ip", "")),
-                          alive=str(item.get("state", "")).upper() == "ALIVE",
-                          gpus=_gpu_value(resources.get("GPU", 0)), is_head=bool(item.get("is_head_node"))))
-    return nodes
+    """The nodes of `ray list nodes --format json` (Ray 2.5x state API), parsed by _ray.parse_nodes."""
+    return [Node(node_id=node["node_id"], ip=node["ip"], alive=node["alive"], gpus=node["gpus"],
+                 is_head=node["is_head"]) for node in _ray.parse_nodes(text)]
 
 
 def parse_sdk_nodes(text: str) -> list[Node]:
@@ -380,21 +380,6 @@ def parse_sdk_nodes(text: str) -> list[Node]:
     return [Node(node_id=str(item["node_id"]), ip=str(item["ip"]), alive=bool(item["alive"]),
                  gpus=_gpu_value(item.get("gpus", 0)), is_head=bool(item.get("is_head", False)))
             for item in json.loads(text)]
-
-
-_ACTIVE_RE = re.compile(r"^Active:\s*$(?P<body>.*?)^\S", re.M | re.S)
-_NODE_LINE_RE = re.compile(r"^\s+(\d+)\s+\S+", re.M)
-_GPU_RE = re.compile(r"^\s*[\d.]+/([\d.]+)\s+GPU\b", re.M)
-
-
-def parse_status_text(text: str) -> tuple[int, float]:
-    """(alive nodes, total GPUs) from `ray status` text; raises ValueError when it is not one."""
-    match = _ACTIVE_RE.search(text)
-    if not match or "Resources" not in text:
-        raise ValueError("not `ray status` output")
-    alive = sum(int(count) for count in _NODE_LINE_RE.findall(match.group("body")))
-    gpu = _GPU_RE.search(text)
-    return alive, float(gpu.group(1)) if gpu else 0.0
 
 
 @dataclass
@@ -527,8 +512,7 @@ def probe_cluster(ray: str, python: str, gcs_address: str, dashboard: str, timeo
     ``stop()`` true (a signal arrived) skips the remaining probes.
     """
     errors = []
-    code, out, err = _run([ray, "list", "nodes", "--format", "json", "--limit", "10000", "--address", dashboard],
-                          timeout, stop)
+    code, out, err = _run(_ray.list_nodes_cmd(dashboard, detail=False, ray=ray), timeout, stop)
     if code == 0:
         try:
             return Probe(source="ray list nodes", nodes=parse_list_nodes(out))
@@ -551,8 +535,8 @@ def probe_cluster(ray: str, python: str, gcs_address: str, dashboard: str, timeo
     code, out, err = _run([ray, "status", "--address", gcs_address], timeout, stop)
     if code == 0:
         try:
-            alive, gpus = parse_status_text(out)
-            return Probe(source="ray status", alive_count=alive, gpus=gpus)
+            status = _ray.parse_status(out)
+            return Probe(source="ray status", alive_count=status["active_nodes"], gpus=status["gpus_total"])
         except ValueError as exc:
             errors.append(f"ray status: {exc}")
     else:
@@ -807,7 +791,7 @@ def _head_ready(ray: str, gcs: str, head_ip: str, stop) -> str | None:
     if code != 0:
         return "the GCS port is open but `ray status` fails: " + _last_line(err or out)
     try:
-        alive, _gpus = parse_status_text(out)
+        alive = _ray.parse_status(out)["active_nodes"]
     except ValueError:
         return "`ray status` gave no node list"
     return None if head_registered(None, alive, head_ip) else "the GCS answers but the head node is not registered yet"
@@ -901,7 +885,7 @@ def run_mp(args: argparse.Namespace, sup: Supervisor) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.mode == "version":
-        print(LAUNCHER_VERSION)
+        sys.stdout.write(LAUNCHER_VERSION + "\n")
         return 0
     log(f"version {LAUNCHER_VERSION}, mode {args.mode}, python {sys.version.split()[0]}")
     sup = Supervisor(args.stop_timeout)
@@ -919,7 +903,3 @@ def main(argv: list[str] | None = None) -> int:
         for line in str(exc).splitlines():
             log(("ERROR: " if line == str(exc).splitlines()[0] else "  ") + line)
         return exc.code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

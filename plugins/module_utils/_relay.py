@@ -1,0 +1,407 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# PRIVATE: this file is internal to the dgxspark.vllm collection. It is not a
+# public API and may change in any release without notice. Do not import it
+# from other collections.
+"""The relay: the wire protocol of the fleet's transfer program, shared by the sender and the receivers.
+
+The sources (the modules image_sync and model_sync) and the targets (the transfer program, built from
+``_transfer_node`` by ``_node_program``, the forced command of the transfer key) speak it. A request is one JSON
+line on stdin; a ``receive`` / ``files_receive`` is followed by the data in frames (4-byte big-endian length +
+data), a zero-length frame and a JSON trailer ``{"bytes": N}``, which lets every hop tell a complete stream from a
+cut one. Every hop forwards the frames to the next with the ssh argv of :func:`ssh_argv`, through a :class:`Hop`.
+Standard library only: this module runs on the nodes as part of the transfer program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import typing as t
+
+# Protocol 1: images (inspect, tag, receive); protocol 2 adds model files (files_inspect, files_receive).
+PROTOCOL = 2
+PROTOCOLS = (1, 2)
+IMAGE_PROTOCOL = 1
+FILES_PROTOCOL = 2
+CONTENT_LABEL = "org.dgxspark.vllm.content"
+CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
+FRAME = struct.Struct(">I")
+# AES-GCM first: with the CPUs' AES instructions (x86 AES-NI, the Arm crypto extensions of the Sparks' Grace cores)
+# it costs about half the CPU of OpenSSH's default chacha20-poly1305 on both ends of every hop.
+CIPHERS = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com"
+CHUNK = 1 << 20  # bytes per frame: 1 and 4 MiB measured alike on the lab, 256 KiB cost more CPU
+MAX_FRAME = 64 << 20  # the largest frame a receiver accepts
+MAX_HEADER = 1 << 20  # the longest request line a receiver reads
+IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+PROGRAM = "dgxspark-transfer"  # the forced command's name, the last word of the ssh argv (ignored by the node)
+
+
+# The options of the dgxspark.vllm.transfer doc fragment, shared by image_sync and model_sync.
+TRANSFER_ARGUMENT_SPEC = {
+    "targets": {"type": "list", "elements": "dict", "required": True, "options": {
+        "host": {"type": "str", "required": True},
+        "name": {"type": "str"},
+        "port": {"type": "int", "default": 22},
+    }},
+    "ssh_key": {"type": "path", "default": "/etc/dgxspark/transfer/id_ed25519"},
+    "known_hosts": {"type": "path", "default": "/etc/dgxspark/transfer/known_hosts"},
+    "ssh_user": {"type": "str", "default": "root"},
+    "connect_timeout": {"type": "int", "default": 10},
+}
+
+
+# --------------------------------------------------------------------------- engine facts
+
+def store_of(info: dict) -> str:
+    """``containerd`` when the engine keeps images in the containerd store (Docker 29 default), else ``graphdriver``.
+
+    ``docker info`` reports the containerd store as ``DriverStatus: [["driver-type", "io.containerd.snapshotter.v1"]]``;
+    under graph drivers (overlay2, vfs...) the image ID is the config digest, under containerd the manifest digest.
+    """
+    for pair in info.get("DriverStatus") or []:
+        if len(pair) == 2 and pair[0] == "driver-type" and pair[1] == CONTAINERD_SNAPSHOTTER:
+            return "containerd"
+    return "graphdriver"
+
+
+def image_summary(attrs: dict | None) -> dict | None:
+    """The parts of ``docker image inspect`` identity needs."""
+    if not attrs:
+        return None
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    return {"id": attrs.get("Id"), "repo_digests": list(attrs.get("RepoDigests") or []),
+            "content_label": labels.get(CONTENT_LABEL), "size": int(attrs.get("Size") or 0)}
+
+
+def is_image_id(image: str) -> bool:
+    return bool(IMAGE_ID_RE.match(image))
+
+
+# --------------------------------------------------------------------------- relay protocol
+
+def ssh_argv(target: dict, key: str, known_hosts: str, user: str = "root", connect_timeout: int = 10,
+             ssh: str = "ssh") -> list[str]:
+    """The argv that reaches TARGET's forced command with the transfer key: no shell, no prompts, no TOFU.
+
+    The sources use it for the first hop of a chain, and every hop of the transfer program for the next one.
+    """
+    return [
+        ssh, "-T", "-x",
+        "-i", key,
+        "-o", "IdentitiesOnly=yes",
+        "-o", "IdentityAgent=none",
+        "-o", "BatchMode=yes",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", "UserKnownHostsFile=" + known_hosts,
+        "-o", "GlobalKnownHostsFile=/dev/null",
+        "-o", "ConnectTimeout=%d" % int(connect_timeout),
+        "-o", "ServerAliveInterval=10",
+        "-o", "ServerAliveCountMax=6",
+        "-o", "Compression=no",
+        "-o", "Ciphers=" + CIPHERS,
+        "-o", "LogLevel=ERROR",
+        "-p", str(target.get("port", 22)),
+        "-l", user,
+        "--", target["host"], PROGRAM,
+    ]
+
+
+def frame(data: bytes) -> bytes:
+    return FRAME.pack(len(data)) + data
+
+
+def end_mark(total: int) -> bytes:
+    return FRAME.pack(0) + json.dumps({"bytes": total}).encode() + b"\n"
+
+
+def parse_answers(lines: list[str]) -> tuple[dict[str, dict], list[str]]:
+    """Result lines of a chain by target name, and the lines that were not results."""
+    by_name: dict[str, dict] = {}
+    junk = []
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            junk.append(line)
+            continue
+        if isinstance(obj, dict) and obj.get("name"):
+            by_name[obj["name"]] = obj
+        else:
+            junk.append(line)
+    return by_name, junk
+
+
+def first_answer(lines: list[str]) -> dict | None:
+    for line in lines:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+# --------------------------------------------------------------------------- accounting
+
+def mb_per_s(nbytes: int, seconds: float) -> float:
+    return round(nbytes / seconds / 1e6, 1) if seconds > 0 else 0.0
+
+
+def human(nbytes: int | float) -> str:
+    value = float(nbytes)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"  # pragma: no cover
+
+
+class Progress:
+    """Bytes sent so far, rate and an estimate of the whole, written to a JSON status file at most every INTERVAL s."""
+
+    def __init__(self, path: str | None, expected: int, targets: list[str], clock: t.Callable[[], float] = time.monotonic,
+                 interval: float = 1.0):
+        self.path = path
+        self.expected = expected
+        self.targets = targets
+        self.clock = clock
+        self.interval = interval
+        self.start = clock()
+        self.bytes = 0
+        self.phase = "preflight"
+        self._last_write = None
+
+    def snapshot(self, done: bool = False, **extra: t.Any) -> dict:
+        seconds = max(self.clock() - self.start, 0.0)
+        percent = 100.0 if done else (min(99.0, round(100.0 * self.bytes / self.expected, 1)) if self.expected else 0.0)
+        data = {"phase": self.phase, "bytes": self.bytes, "expected_bytes": self.expected, "percent": percent,
+                "seconds": round(seconds, 1), "mb_per_s": mb_per_s(self.bytes, seconds), "targets": self.targets,
+                "done": done, "pid": os.getpid()}
+        data.update(extra)
+        return data
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+        if phase == "transfer":
+            self.start = self.clock()
+        self.write(force=True)
+
+    def add(self, nbytes: int) -> None:
+        self.bytes += nbytes
+        self.write()
+
+    def write(self, force: bool = False, done: bool = False, **extra: t.Any) -> bool:
+        now = self.clock()
+        if not self.path or (not force and not done and self._last_write is not None
+                             and now - self._last_write < self.interval):
+            return False
+        self._last_write = now
+        write_status(self.path, self.snapshot(done=done, **extra))
+        return True
+
+
+def write_status(path: str, data: dict) -> None:
+    """Replace PATH atomically, so a reader never sees half a file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".image_sync-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, sort_keys=True)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# --------------------------------------------------------------------------- processes
+
+def request(argv: list[str], header: dict, timeout: float) -> tuple[dict | None, str]:
+    """Send one request line to a target's transfer program; its first JSON answer and ssh's stderr."""
+    try:
+        # Not run_command: requests to the targets run concurrently, each with a timeout.
+        proc = subprocess.run(argv, input=(json.dumps(header) + "\n").encode(), capture_output=True,  # pylint: disable=ansible-bad-function
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"no answer within {timeout:.0f}s"
+    except OSError as exc:
+        return None, str(exc)
+    answer = first_answer(proc.stdout.decode(errors="replace").splitlines())
+    return answer, proc.stderr.decode(errors="replace").strip()[-1000:]
+
+
+class Hop:
+    """The ssh process to the first node of a chain; its answers and stderr are read in threads."""
+
+    def __init__(self, argv: list[str], header: dict, names: list[str]):
+        self.names = names
+        self.lines: list[str] = []
+        self.err = b""
+        self.error: str | None = None
+        # Not run_command: the docker save stream is piped into ssh while both run.
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # pylint: disable=consider-using-with,ansible-bad-function
+                                     stderr=subprocess.PIPE, bufsize=0)
+        self._threads = [threading.Thread(target=self._read_out, daemon=True),
+                         threading.Thread(target=self._read_err, daemon=True)]
+        for thread in self._threads:
+            thread.start()
+        self.write((json.dumps(header) + "\n").encode())
+
+    def _read_out(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.decode(errors="replace"))
+
+    def _read_err(self) -> None:
+        self.err = self.proc.stderr.read(65536)
+
+    @property
+    def alive(self) -> bool:
+        return self.error is None
+
+    def write(self, *parts: bytes | memoryview) -> None:
+        if self.error is not None:
+            return
+        try:
+            write_all(self.proc.stdin.fileno(), parts)
+        except OSError as exc:
+            self.error = f"the stream to {self.names[0]} broke: {exc}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def finish(self, timeout: float) -> int:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self.error = self.error or f"no answer within {timeout:.0f}s after the stream ended"
+        for thread in self._threads:
+            thread.join(5)
+        return self.proc.returncode
+
+    def stderr_text(self) -> str:
+        return self.err.decode(errors="replace").strip()[-800:]
+
+
+def chain_results(hops: list[tuple[Hop, list[dict]]]) -> dict[str, dict]:
+    """Per target name, the relay's answer or an error saying why it is missing."""
+    results: dict[str, dict] = {}
+    for proc, members in hops:
+        answers, junk = parse_answers(proc.lines)
+        for entry in members:
+            answer = answers.get(entry["name"])
+            if answer is None:
+                why = proc.error or f"ssh exited {proc.proc.returncode}"
+                detail = "; ".join(x for x in (proc.stderr_text(), " ".join(junk)[-400:]) if x)
+                answer = {"name": entry["name"], "ok": False, "bytes": 0,
+                          "error": f"no answer from {entry['name']} ({why}{': ' + detail if detail else ''})"}
+            results[entry["name"]] = answer
+    return results
+
+
+def write_all(fd: int, parts: t.Sequence[bytes | bytearray | memoryview]) -> None:
+    """Write PARTS to the file descriptor FD with writev (a frame's header and data without joining them)."""
+    views = [memoryview(part).cast("B") for part in parts if len(part)]
+    while views:
+        n = os.writev(fd, views)
+        while n:
+            if n >= len(views[0]):
+                n -= len(views.pop(0))
+            else:
+                views[0] = views[0][n:]
+                n = 0
+
+
+def read_exact(source: t.Any, size: int) -> bytes | None:
+    """SIZE bytes from SOURCE, or None when it ends first."""
+    buf = bytearray(size)
+    return bytes(buf) if read_full(source, memoryview(buf)) == size else None
+
+
+def read_full(source: t.Any, view: memoryview) -> int:
+    """Fill VIEW from SOURCE (anything with ``readinto``); fewer bytes only at the end of the source."""
+    got = 0
+    while got < len(view):
+        n = source.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
+
+
+def pump(source: t.Any, hops: list[Hop], progress: Progress, size: int = CHUNK) -> int:
+    """Send the archive read from SOURCE (``readinto``) once to every hop in frames of SIZE; returns the bytes read.
+
+    One buffer is reused for every frame, and a frame's header and data are written with one writev.
+    """
+    total = 0
+    buf = memoryview(bytearray(size))
+    while True:
+        got = read_full(source, buf)
+        if not got:
+            break
+        head = FRAME.pack(got)
+        for proc in hops:
+            proc.write(head, buf[:got])
+        total += got
+        progress.add(got)
+        if not any(proc.alive for proc in hops):
+            return total
+    for proc in hops:
+        proc.write(end_mark(total))
+    return total
+
+
+class IterReader:
+    """``readinto`` over an iterable of byte strings (the docker SDK's archive stream)."""
+
+    def __init__(self, chunks: t.Iterable[bytes]):
+        self.chunks = iter(chunks)
+        self.rest = memoryview(b"")
+
+    def readinto(self, view: memoryview) -> int:
+        while not self.rest:
+            try:
+                self.rest = memoryview(next(self.chunks))
+            except StopIteration:
+                return 0
+        n = min(len(view), len(self.rest))
+        view[:n] = self.rest[:n]
+        self.rest = self.rest[n:]
+        return n
+
+
+def close_reader(reader: t.Any) -> None:
+    """Close a reader from the engine or a file (an IterReader has nothing to close)."""
+    if hasattr(reader, "close"):
+        reader.close()
+
+
+def table(rows: list[dict], files: bool = False) -> list[str]:
+    """The per-node summary lines (node, action, [files,] bytes, seconds, MB/s) of image_sync and model_sync."""
+    files_head = f" {'files':>6}" if files else ""
+    lines = [f"{'node':<20} {'action':<9}{files_head} {'bytes':>14} {'seconds':>8} {'MB/s':>8}"]
+    for row in rows:
+        files_cell = f" {len(row.get('files') or []):>6}" if files else ""
+        lines.append(f"{row['name']:<20} {row['action']:<9}{files_cell} {row.get('bytes', 0):>14} "
+                     f"{row.get('seconds', 0):>8.1f} {row.get('mb_per_s', 0):>8.1f}")
+    return lines
