@@ -11,8 +11,8 @@ version_added: 0.2.0
 author:
 - dgxspark.vllm maintainers
 description:
-- Returns the lines C(playbooks/status.yml) shows for a cluster. The first is C(<cluster>: ) and a summary; the
-  engine the head serves (from its release record and containers, see P(dgxspark.vllm.status_engine#filter)), its
+- Returns the lines C(playbooks/status.yml) shows for a cluster. The first is the cluster's name, a colon and a
+  summary; the engine the head serves (from its release record and containers, see P(dgxspark.vllm.status_engine#filter)), its
   C(/health) code, the sum of C(vllm:generation_tokens_total) in its C(/metrics), what is wrong (an unhealthy
   engine, or Ray short of nodes), and the Ray cluster (nodes alive of the cluster's size, their addresses, GPUs,
   dead nodes, Ray version) or why it is not running.
@@ -80,10 +80,14 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The lines, for example C(pair1: model qwen at http://10.0.0.11:8000, health 200, tokens generated 42; Ray 2/2 nodes
-    alive (192.168.100.11, 192.168.100.12), GPUs 0.0 free of 2.0, Ray 2.54.1) then C(  spark-1  /dgxspark-ray-head  Up 5 minutes).
+  description: The cluster's line, then a row for every member.
   type: list
   elements: str
+  sample:
+    - "pair1: model qwen at http://10.0.0.11:8000, health 200, tokens generated 42; Ray 2/2 nodes alive (192.168.100.11,
+      192.168.100.12), GPUs 0.0 free of 2.0, Ray 2.54.1"
+    - "  spark-1  /dgxspark-ray-head  Up 5 minutes"
+    - "  spark-2  /dgxspark-ray-worker  Up 5 minutes"
 """
 
 from ansible.errors import AnsibleFilterError

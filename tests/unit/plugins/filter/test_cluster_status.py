@@ -53,7 +53,9 @@ PAIR = ["spark-1", "spark-2"]
 PAIR_CONTAINERS = [[container("dgxspark-ray-head")], [container("dgxspark-ray-worker")]]
 
 
-def table(members=PAIR, containers=PAIR_CONTAINERS, **kwargs):
+def table(members=None, containers=None, **kwargs):
+    members = PAIR if members is None else members
+    containers = PAIR_CONTAINERS if containers is None else containers
     args = {"cluster": "pair1", "head": members[0], "containers": containers, "release": slurped(RELEASE),
             "health": 200, "metrics": METRICS, "ray": ray(len(members))}
     args.update(kwargs)
@@ -115,7 +117,7 @@ def test_ray_not_running_or_the_head_unreachable():
 
 def test_a_four_node_cluster_names_every_member_and_counts_four():
     members = ["spark-3", "spark-4", "spark-5", "spark-6"]
-    containers = [[container("dgxspark-ray-head")]] + [[container("dgxspark-ray-worker")] for _ in range(3)]
+    containers = [[container("dgxspark-ray-head")]] + [[container("dgxspark-ray-worker")]] * 3
     got = table(members=members, containers=containers, cluster="cluster_c", ray=ray(4))
     assert got[0] == ("cluster_c: model qwen3-30b-a3b at http://192.168.240.11:8000, health 200, tokens generated 42;"
                       " Ray 4/4 nodes alive (192.168.100.11, 192.168.100.12, 192.168.100.13, 192.168.100.14),"
@@ -150,7 +152,7 @@ def test_tokens_sum_every_label_set_and_ignore_other_counters():
 @pytest.mark.parametrize("kwargs,match", [
     ({"head": "spark-9"}, "pair1: its head 'spark-9' is not one of its members"),
     ({"containers": [[]]}, "pair1: 1 container lists for 2 members"),
-    ({"containers": None}, "containers must be a list"),
+    ({"containers": "dgxspark-ray-head"}, "containers must be a list"),
     ({"ray": "up"}, "ray must be the ray_cluster_info result"),
 ])
 def test_bad_input_is_refused_naming_the_cluster(kwargs, match):
