@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+# The action plugin (plugins/action/fleet.py) runs on the controller and declares supports_check_mode
+# there (_supports_check_mode = True); this file only documents it.
+
 DOCUMENTATION = r"""
 module: fleet
 short_description: Publish the fleet of DGX Spark clusters and this node's place in it, from the inventory

@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+# The action plugin (plugins/action/image_sync_wait.py) runs on the controller and declares supports_check_mode
+# there as False (_supports_check_mode = False): in check mode no background job exists to follow.
+
 DOCUMENTATION = r"""
 module: image_sync_wait
 short_description: Follow a background image_sync job until it ends, showing its progress

@@ -165,13 +165,7 @@ def test_a_worker_killed_while_the_cluster_forms_fails_the_deploy_naming_it_and_
 def singles(cluster4):
     """Two one-node clusters (lab.py up --cluster-size 1): single Sparks with nothing cabled to their CX7 ports."""
     run([*LAB, "up", "--nodes", "2", "--cluster-size", "1"])
-    for i in (1, 2):  # each head builds its own serving image: no fabric to sync one over
-        if node_exec(node(i), "docker", "image", "inspect", ENGINE, check=False).returncode != 0:
-            save = subprocess.Popen(["docker", "save", ENGINE], stdout=subprocess.PIPE)
-            subprocess.run(["docker", "exec", "-i", node(i), "docker", "load", "-q"], stdin=save.stdout, check=True,
-                           capture_output=True)
-            save.stdout.close()
-            assert save.wait() == 0
+    run([*LAB, "load", ENGINE])  # each head builds its own serving image: no fabric to sync one over
     run([*LAB, "models"])
     teardown()
     yield
