@@ -7,8 +7,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (node_fabric, plain_hostvars, resolve_fleet,
-                                                                          with_fabric)
+from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
+    node_fabric, plain_hostvars, resolve_fleet, with_fabric)
 
 
 class ActionModule(ActionBase):

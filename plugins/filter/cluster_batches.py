@@ -12,7 +12,7 @@ author:
   - dgxspark.vllm maintainers
 description:
   - Takes the C(groups) magic variable and C(hostvars) and returns the list of batch sizes for a play's C(serial)
-    (with C(order: inventory)) such that each batch holds O(clusters) whole clusters, whatever their sizes (a pair,
+    (with C(order=inventory)) such that each batch holds O(clusters) whole clusters, whatever their sizes (a pair,
     four Sparks on a switch, a single Spark).
   - Fails, naming the cluster, when the inventory is not a valid fleet or when a cluster's hosts are not listed
     together (Ansible cuts batches by count, so such a cluster would be split).

@@ -72,7 +72,7 @@ options:
   fabric:
     description:
       - Whether this node has a fabric to find. V(false) for a one-node cluster (a single Spark has no cabled
-        fabric): only RV(lan_ip) and RV(lan_interface) are looked for, RV(transport) is V(none), RV(env) holds only
+        fabric) - only RV(lan_ip) and RV(lan_interface) are looked for, RV(transport) is V(none), RV(env) holds only
         O(extra_env), and the fabric values are V(null).
     type: bool
     default: true
