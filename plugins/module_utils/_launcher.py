@@ -11,7 +11,8 @@ program, so the image's own ENTRYPOINT never runs. ``_node_program`` builds it
 into one python3 file from this module and the module_utils it imports (``_ray``
 parses the Ray CLI's outputs, as for the module ray_cluster_info). Standard
 library only; it runs with the ``python3`` of arbitrary vLLM images (Python >= 3.10)
-and calls the ``ray`` CLI of that image.
+and calls the ``ray`` CLI of that image. It is a program of its own, not an Ansible module (no AnsibleModule,
+hence no run_command): it starts and supervises its processes with ``subprocess``.
 
 Modes (argv only, never a shell string)::
 
@@ -482,7 +483,7 @@ print(json.dumps(out))
 def _run(argv: list[str], timeout: float, stop=lambda: False) -> tuple[int, str, str]:
     """Run a short command, bounded by ``timeout``; abandoned early when ``stop()`` turns true."""
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
                                 text=True, start_new_session=True)
     except OSError as exc:
         return 127, "", f"cannot run {argv[0]}: {exc.strerror}"
@@ -580,7 +581,7 @@ class Supervisor:
     def spawn(self, argv: list[str], name: str, stdout=None, ray: bool = False, env: dict | None = None) -> subprocess.Popen:
         log(f"starting {name}: {' '.join(argv)}")
         try:
-            proc = subprocess.Popen(argv, start_new_session=True, stdin=subprocess.DEVNULL, stdout=stdout,
+            proc = subprocess.Popen(argv, start_new_session=True, stdin=subprocess.DEVNULL, stdout=stdout,  # pylint: disable=ansible-bad-function
                                     stderr=subprocess.STDOUT if stdout is not None else None, env=env)
         except OSError as exc:
             raise LaunchError(f"cannot start {name} ({argv[0]}): {exc.strerror}", 127) from None
@@ -853,7 +854,7 @@ def visible_gpus(runner=subprocess.run) -> tuple[int, str]:
     the same devices.
     """
     try:
-        proc = runner(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)
+        proc = runner(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)  # pylint: disable=ansible-bad-function
     except FileNotFoundError:
         return 0, "nvidia-smi is not in this container"
     except (OSError, subprocess.SubprocessError) as exc:
