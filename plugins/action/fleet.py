@@ -8,14 +8,14 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
-    node_fabric, plain_hostvars, resolve_fleet, with_fabric)
+    GATEWAY_GROUP, GATEWAY_HOST_VARS, node_fabric, plain_hostvars, resolve_fleet, resolve_gateways, with_fabric)
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     # It reads the inventory on the controller and changes nothing: the same in check mode.
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("fleet_group", "tensor_parallel_size", "pipeline_parallel_size", "parallel_variables",
+    _VALID_ARGS = frozenset(("fleet_group", "gateway_group", "tensor_parallel_size", "pipeline_parallel_size", "parallel_variables",
                              "gpus_per_node", "min_nodes", "fabric"))
 
     def run(self, tmp=None, task_vars=None):
@@ -23,6 +23,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _args, args = self.validate_argument_spec(argument_spec={
             "fleet_group": {"type": "str"},
+            "gateway_group": {"type": "str"},
             "tensor_parallel_size": {"type": "int"},
             "pipeline_parallel_size": {"type": "int", "default": 1},
             "parallel_variables": {"type": "list", "elements": "str",
@@ -38,6 +39,13 @@ class ActionModule(ActionBase):
             hostvars = plain_hostvars(groups, task_vars.get("hostvars", {}), fleet_group)
         except Exception as exc:  # hostvars is lazy: a template error in one of the few variables read
             raise AnsibleActionFail(f"fleet: cannot read the inventory's host variables: {exc}") from exc
+        gateway_group = args["gateway_group"] or task_vars.get("dgxspark_gateway_group") or GATEWAY_GROUP
+        try:
+            gateway_vars = {h: {key: (task_vars.get("hostvars", {})[h] if h in task_vars.get("hostvars", {}) else {}).get(key)
+                                for key in GATEWAY_HOST_VARS} for h in groups.get(gateway_group, [])}
+        except Exception as exc:  # hostvars is lazy: a template error in a gateway's address
+            raise AnsibleActionFail(f"fleet: cannot read the gateways' host variables: {exc}") from exc
+        gateways, gateway_errors = resolve_gateways(groups, gateway_vars, gateway_group)
         if len(args["parallel_variables"]) != 2:
             raise AnsibleActionFail("fleet: parallel_variables names two variables (tensor, pipeline)")
         parallel = {}
@@ -47,9 +55,18 @@ class ActionModule(ActionBase):
                               "variables": tuple(args["parallel_variables"])}
         fleet = resolve_fleet(groups, hostvars, fleet=fleet_group, gpus_per_node=args["gpus_per_node"],
                               parallel=parallel, min_nodes=args["min_nodes"])
-        if fleet["errors"]:
-            result.update(failed=True, errors=fleet["errors"],
-                          msg=f"{host}: the inventory is not a valid fleet: " + " | ".join(fleet["errors"]))
+        if fleet["errors"] or gateway_errors:
+            errors = fleet["errors"] + gateway_errors
+            result.update(failed=True, errors=errors,
+                          msg=f"{host}: the inventory is not a valid fleet: " + " | ".join(errors))
+            return result
+        fleet_fact = {key: fleet[key] for key in ("group", "clusters", "host_cluster")}
+        fleet_fact["gateway_group"] = gateway_group
+        fleet_fact["gateways"] = gateways
+        if host not in fleet["nodes"] and host in groups.get(gateway_group, []):
+            # A gateway that is no cluster member: the fleet, and no place in it.
+            fleet_fact["fabric_ips"] = {h: fleet["nodes"][h]["fabric_ip"] or "" for h in fleet["nodes"]}
+            result.update(changed=False, ansible_facts={"dgxspark_fleet": fleet_fact})
             return result
         if host not in fleet["nodes"]:
             result.update(failed=True, msg=f"{host}: it is not in the fleet group '{fleet_group}'; add its cluster's "
@@ -75,7 +92,6 @@ class ActionModule(ActionBase):
         if errors:
             result.update(failed=True, errors=errors, msg=f"{host}: " + " | ".join(errors))
             return result
-        fleet_fact = {key: fleet[key] for key in ("group", "clusters", "host_cluster")}
         # Every node's fabric IP across the fleet (what it published, else the inventory's): a fleet-wide transfer
         # over a switched fabric reaches nodes of other clusters.
         fleet_fact["fabric_ips"] = {h: (published[h] or {}).get("ip") or fleet["nodes"][h]["fabric_ip"] or ""

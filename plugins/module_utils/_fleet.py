@@ -19,6 +19,8 @@ and IP, and in a ring a node reaches its two neighbours through two different po
 
 from __future__ import annotations
 
+import ipaddress
+
 ROLE_VAR = "dgxspark_node_role"
 CLUSTER_VAR = "dgxspark_cluster"
 PAIR_VAR = "dgxspark_pair"  # the name of CLUSTER_VAR before clusters had more than two nodes
@@ -229,6 +231,32 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
                            "is_head": host == entry["head"], "size": entry["size"], "gpus": entry["gpus"],
                            "topology": entry["topology"], "fabric_ip": entry["fabric_ips"].get(host, "")}
     return {"group": fleet, "clusters": clusters, "host_cluster": host_cluster, "nodes": nodes, "errors": errors}
+
+
+GATEWAY_GROUP = "dgxspark_gateway"
+GATEWAY_ADDRESS_VAR = "dgxspark_gateway_address"
+GATEWAY_HOST_VARS = ("ansible_host", GATEWAY_ADDRESS_VAR)
+
+
+def resolve_gateways(groups: dict, hostvars: dict, gateway_group: str = GATEWAY_GROUP) -> tuple[list[dict], list[str]]:
+    """The gateways: ``[{"host", "lan_ip"}]``, one per host of GATEWAY_GROUP (none when the group is absent or empty).
+
+    A gateway's LAN address is its ``dgxspark_gateway_address``, else its ``ansible_host``, else its name; it must be
+    an IP address (the heads' doors admit connections from it alone). A gateway host is not a cluster member unless
+    it is also in the fleet group. Returns the gateways and the problems found, as sentences naming host and fix.
+    """
+    gateways, errors = [], []
+    for host in dict.fromkeys(groups.get(gateway_group) or []):
+        hv = hostvars.get(host) or {}
+        raw = hv.get(GATEWAY_ADDRESS_VAR) or hv.get("ansible_host") or host
+        try:
+            lan_ip = str(ipaddress.ip_address(str(raw).strip()))
+        except ValueError:
+            errors.append(f"gateway {host}: its LAN address '{raw}' is not an IP address (the heads' doors admit the "
+                          f"gateways by address); set {GATEWAY_ADDRESS_VAR} (or ansible_host) to its LAN IP")
+            continue
+        gateways.append({"host": host, "lan_ip": lan_ip})
+    return gateways, errors
 
 
 def plain_hostvars(groups: dict, hostvars, fleet: str) -> dict:

@@ -45,6 +45,12 @@ options:
       - The group that holds every cluster's group. The default is the play's C(dgxspark_fleet_group), else
         V(spark_pairs).
     type: str
+  gateway_group:
+    description:
+      - The group of the gateway hosts (C(dgxspark.vllm.gateway) role). The default is the play's
+        C(dgxspark_gateway_group), else V(dgxspark_gateway). An absent or empty group means no gateway.
+      - On a host of this group that is not in the fleet group, only C(dgxspark_fleet) is published.
+    type: str
   tensor_parallel_size:
     description:
       - Tensor parallel size this host's cluster will serve with. With O(pipeline_parallel_size), checked against the
@@ -115,6 +121,8 @@ ansible_facts:
         - C(group), C(clusters) (name to C(head), C(workers), C(members) in rank order, C(hosts) (the same list),
           C(size), C(gpus), C(topology), C(fabric_ips) from the inventory), C(host_cluster) (host to cluster name) and
           C(fabric_ips) (every node of the fleet to the fabric IP it published, else the inventory's, else empty).
+        - C(gateway_group) and C(gateways) (one entry a host of that group - C(host), C(lan_ip) (its
+          C(dgxspark_gateway_address), else C(ansible_host); an IP address) - empty without gateways).
       type: dict
       sample:
         group: spark_pairs
@@ -123,6 +131,8 @@ ansible_facts:
                   gpus: 2, topology: direct, fabric_ips: {spark-1: 192.168.100.11, spark-2: 192.168.100.12}}
         host_cluster: {spark-1: pair1, spark-2: pair1}
         fabric_ips: {spark-1: 192.168.100.11, spark-2: 192.168.100.12}
+        gateway_group: dgxspark_gateway
+        gateways: [{host: gateway-1, lan_ip: 10.0.0.5}]
     dgxspark_node:
       description: This host's C(cluster), C(head), C(members), C(rank), C(is_head), C(size), C(gpus), C(topology)
         and C(fabric_ip) (from the inventory; empty when the preflight is to find it).

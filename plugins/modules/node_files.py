@@ -62,11 +62,12 @@ options:
         description: Octal permissions, for example V('0600'). Defaults to C(0644) for files and C(0755) for directories.
         type: str
       owner:
-        description: Owning user.
+        description: Owning user, by name or numeric ID (an ID need not exist on the node, e.g. a container's user).
         type: str
         default: root
       group:
-        description: Owning group; defaults to O(files[].owner)'s primary group.
+        description: Owning group, by name or numeric ID; defaults to O(files[].owner)'s primary group (its ID when
+          O(files[].owner) is an ID).
         type: str
       create_only:
         description: Write O(files[].content) only when the file is missing; an existing file keeps its content.
@@ -145,12 +146,24 @@ class EntryError(Exception):
 
 
 def owner_ids(entry: dict) -> tuple[int, int]:
+    # A number is taken as an ID as it is (a container's user, e.g. the haproxy image's 99, need not exist here).
+    if str(entry["owner"]).isdigit():
+        uid = int(entry["owner"])
+        gid = int(entry["group"]) if str(entry.get("group") or "").isdigit() else None
+        if gid is None and entry.get("group"):
+            try:
+                gid = grp.getgrnam(entry["group"]).gr_gid
+            except KeyError:
+                raise EntryError(f"{entry['path']}: the group {entry['group']!r} does not exist on this node") from None
+        return uid, uid if gid is None else gid
     try:
         user = pwd.getpwnam(entry["owner"])
     except KeyError:
         raise EntryError(f"{entry['path']}: the user {entry['owner']!r} does not exist on this node") from None
     if not entry.get("group"):
         return user.pw_uid, user.pw_gid
+    if str(entry["group"]).isdigit():
+        return user.pw_uid, int(entry["group"])
     try:
         return user.pw_uid, grp.getgrnam(entry["group"]).gr_gid
     except KeyError:

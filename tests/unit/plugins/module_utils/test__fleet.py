@@ -273,3 +273,26 @@ def test_rolling_batches_hold_whole_clusters_whatever_their_sizes():
     scattered = ["a1", "c1", "a2", "c2", "c3", "c4", "d1"]
     with pytest.raises(ValueError, match=r"cluster pair1: its hosts \(a1, a2\) are not listed together"):
         cluster_batches(fleet, scattered, 1)
+
+
+def test_gateways_are_published_with_their_lan_address_and_are_not_cluster_members():
+    from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import resolve_gateways
+    groups, hostvars = inv({"pair1": [("s1", "head"), ("s2", "worker")]},
+                           extra_groups={"dgxspark_gateway": ["gw1", "s1", "gw2"]})
+    hostvars.update({"gw1": {"ansible_host": "10.0.0.5"}, "gw2": {"ansible_host": "gw2.example", "dgxspark_gateway_address": "10.0.0.6"}})
+    hostvars["s1"]["ansible_host"] = "10.0.0.11"
+    gateways, errors = resolve_gateways(groups, hostvars)
+    assert errors == []
+    assert gateways == [{"host": "gw1", "lan_ip": "10.0.0.5"}, {"host": "s1", "lan_ip": "10.0.0.11"},
+                        {"host": "gw2", "lan_ip": "10.0.0.6"}]
+    fleet = resolve_fleet(groups, hostvars)
+    assert fleet["errors"] == [] and "gw1" not in fleet["nodes"] and sorted(fleet["clusters"]) == ["pair1"]
+    assert resolve_gateways(groups, hostvars, "no_such_group") == ([], [])
+
+
+def test_a_gateway_without_an_ip_is_named_with_the_fix():
+    from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import resolve_gateways
+    gateways, errors = resolve_gateways({"dgxspark_gateway": ["gw.example"]}, {"gw.example": {}})
+    assert gateways == []
+    assert errors == ["gateway gw.example: its LAN address 'gw.example' is not an IP address (the heads' doors admit "
+                      "the gateways by address); set dgxspark_gateway_address (or ansible_host) to its LAN IP"]

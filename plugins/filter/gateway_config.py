@@ -1,0 +1,103 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gateway's HAProxy configuration and client keys file (plugins/module_utils/_gateway.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: gateway_config
+short_description: Render the gateway's HAProxy configuration and its client keys file
+version_added: 0.2.0
+author:
+- dgxspark.vllm maintainers
+description:
+- Renders C(haproxy.cfg) for the gateway (one authenticated OpenAI endpoint in front of the fleet's clusters) and
+  the keys file it checks every request's bearer token against.
+- One backend per served model, named C(model_<served name>), holding one server per cluster, named as the cluster;
+  the runtime API socket is C(/var/lib/dgxspark/gateway/admin.sock) (what rollouts drain and re-admit through).
+- Every value is validated (names, addresses, ports, keys) before it reaches a line; a bad one fails the filter
+  with a sentence naming the variable and the fix (never the key itself).
+- The result holds secrets (the engines' key in the configuration, the client keys); tasks passing it use C(no_log).
+positional: _input
+options:
+  _input:
+    description: The models, C({served name: [{name, address, port}]}) (C(dgxspark.vllm.gateway_models)'s C(models)).
+    type: dict
+    required: true
+  bind:
+    description: The address the gateway listens on.
+    type: str
+    required: true
+  port:
+    description: The port the gateway listens on.
+    type: int
+    required: true
+  engine_key:
+    description: The engines' API key, put on every forwarded request and health check.
+    type: str
+    required: true
+  keys:
+    description: The client API keys.
+    type: list
+    elements: str
+    required: true
+  max_body:
+    description: The largest request body routed, in bytes (the buffer size follows it); a larger one gets 413.
+    type: int
+    default: 1048576
+  maxconn:
+    description: The most concurrent connections.
+    type: int
+    default: 512
+  check_interval:
+    description: Seconds between two health checks (a real completion) of a cluster.
+    type: int
+    default: 10
+  check_timeout:
+    description: Seconds a health check's completion may take.
+    type: int
+    default: 30
+  timeout:
+    description: Seconds a client or an engine may stay silent within a request (long generations).
+    type: int
+    default: 600
+  hard_stop_after:
+    description: Seconds a reload lets the old worker finish its requests.
+    type: int
+    default: 600
+"""
+
+EXAMPLES = r"""
+- name: Render the gateway's configuration
+  ansible.builtin.set_fact:
+    gateway_rendered: >-
+      {{ gateway_models_found.models | dgxspark.vllm.gateway_config(bind='10.20.0.5', port=8000,
+         engine_key=dgxspark_api_key, keys=[dgxspark_api_key]) }}
+  no_log: true
+"""
+
+RETURN = r"""
+_value:
+  description: C(config) (the text of haproxy.cfg) and C(keys) (the text of the keys file).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
+
+
+def gateway_config(models, bind=None, port=None, engine_key=None, keys=None, max_body=1048576, maxconn=512,
+                   check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600):
+    try:
+        return {"config": _gateway.render_gateway(models, bind, port, engine_key, max_body=max_body, maxconn=maxconn,
+                                                  check_interval=check_interval, check_timeout=check_timeout,
+                                                  timeout=timeout, hard_stop_after=hard_stop_after),
+                "keys": _gateway.render_keys(keys)}
+    except _gateway.GatewayError as exc:
+        raise AnsibleFilterError(f"gateway_config: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"gateway_config": gateway_config}

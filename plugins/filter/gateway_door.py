@@ -1,0 +1,74 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A head's door to its engine, open to the gateways only (plugins/module_utils/_gateway.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: gateway_door
+short_description: Render a head's door, the HAProxy relay from its LAN address to its engine for the gateways only
+version_added: 0.2.0
+author:
+- dgxspark.vllm maintainers
+description:
+- With gateways, the engine listens on the head's C(127.0.0.1) only; the door listens on the head's LAN address,
+  refuses every connection that does not come from a gateway's address, and relays the others to the engine.
+- The engine's address and port come from the cluster's release record (its endpoint; C(0.0.0.0) is reached on
+  C(127.0.0.1)).
+positional: _input
+options:
+  _input:
+    description: The release record the head serves (C(release.json)).
+    type: dict
+    required: true
+  bind:
+    description: The head's LAN address.
+    type: str
+    required: true
+  port:
+    description: The door's port.
+    type: int
+    required: true
+  allowed:
+    description: The gateways' LAN addresses.
+    type: list
+    elements: str
+    required: true
+  timeout:
+    description: Seconds either side may stay silent.
+    type: int
+    default: 600
+"""
+
+EXAMPLES = r"""
+- name: Render the door
+  ansible.builtin.set_fact:
+    gateway_door_rendered: "{{ release | dgxspark.vllm.gateway_door(bind='10.20.0.11', port=8100, allowed=['10.20.0.5']) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(config) (the text of haproxy.cfg), C(target) (the engine's address and port, C(address:port)) and
+    C(engine_on_lan) (true when the engine listens on an address other than the loopback).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
+
+
+def gateway_door(release, bind=None, port=None, allowed=None, timeout=600):
+    try:
+        address, engine_port = _gateway.door_target(release)
+        config = _gateway.render_door(bind, port, allowed, target_address=address, target_port=engine_port,
+                                      timeout=timeout)
+    except (_gateway.GatewayError, ValueError, TypeError) as exc:
+        raise AnsibleFilterError(f"gateway_door: {exc}") from exc
+    return {"config": config, "target": f"{address}:{engine_port}",
+            "engine_on_lan": address not in ("127.0.0.1", "::1")}
+
+
+class FilterModule:
+    def filters(self):
+        return {"gateway_door": gateway_door}

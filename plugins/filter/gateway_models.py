@@ -1,0 +1,60 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The models behind the gateway, from the clusters' release records (plugins/module_utils/_gateway.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: gateway_models
+short_description: The models behind the gateway and the clusters serving each, from the heads' release records
+version_added: 0.2.0
+author:
+- dgxspark.vllm maintainers
+description:
+- Groups the fleet's clusters by the served model name their head's release record names; each cluster is reached
+  at its head's LAN address on the door's port.
+- A cluster whose head has no release record or no known LAN address is left out, with a warning.
+positional: _input
+options:
+  _input:
+    description: The fleet's clusters (C(dgxspark_fleet.clusters)).
+    type: dict
+    required: true
+  heads:
+    description: Each head's C(release) (its record, or an empty dict) and C(lan_ip).
+    type: dict
+    required: true
+  door_port:
+    description: The doors' port.
+    type: int
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Find the models behind the gateway
+  ansible.builtin.set_fact:
+    gateway_models_found: "{{ dgxspark_fleet.clusters | dgxspark.vllm.gateway_models(heads=heads, door_port=8100) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(models) (C({served name: [{name, address, port}]})) and C(warnings).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
+
+
+def gateway_models(clusters, heads=None, door_port=None):
+    try:
+        models, warnings = _gateway.gateway_models(clusters, heads or {}, door_port)
+    except _gateway.GatewayError as exc:
+        raise AnsibleFilterError(f"gateway_models: {exc}") from exc
+    return {"models": models, "warnings": warnings}
+
+
+class FilterModule:
+    def filters(self):
+        return {"gateway_models": gateway_models}

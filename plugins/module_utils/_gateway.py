@@ -1,0 +1,331 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gateway's HAProxy configurations: the front door (one authenticated OpenAI endpoint for the fleet) and each
+head's door (the only way from the LAN to the engine, open to the gateways alone).
+
+Pure functions over plain data, so that the filters the role calls and the unit tests share one implementation.
+Every value is validated before it reaches a line of a configuration: names, addresses, ports, keys. A value that
+does not pass raises GatewayError with a sentence naming the variable and the fix.
+
+The runtime API contract (the rollouts' dgxspark.vllm.gateway_server relies on it): the stats socket is SOCKET, one
+backend per served model named ``model_<served name>``, and in it one server per cluster named exactly the
+cluster's name.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+# Keys go into a pattern file (one a line) and the engine key into a quoted header value: no blank, quote,
+# backslash, comma or control character can get in.
+KEY_RE = re.compile(r"^[A-Za-z0-9._~+/=:@-]{8,512}$")
+SOCKET = "/var/lib/dgxspark/gateway/admin.sock"
+CONFIG_DIR_IN_CONTAINER = "/usr/local/etc/haproxy"
+KEYS_FILE = "keys"
+# Request headers and HAProxy's rewrite reserve on top of the largest body the gateway routes.
+HEADER_ROOM = 65536
+MAXREWRITE = 8192
+HEADER = "# Rendered by dgxspark.vllm (roles/gateway); do not edit: the next run of the role rewrites it.\n"
+
+
+class GatewayError(ValueError):
+    pass
+
+
+def check_name(value, what: str) -> str:
+    text = str(value if value is not None else "")
+    if not NAME_RE.match(text):
+        raise GatewayError(f"{what} is {text!r}: use 1 to 100 of the characters A-Z a-z 0-9 _ . : - (it names a "
+                           "HAProxy backend or server and goes into the configuration as it is)")
+    return text
+
+
+def check_address(value, what: str, allow_any: bool = False) -> str:
+    text = str(value if value is not None else "").strip()
+    try:
+        addr = ipaddress.ip_address(text)
+    except ValueError:
+        raise GatewayError(f"{what} is {text!r}: give an IPv4 or IPv6 address (not a name)") from None
+    if addr.is_unspecified and not allow_any:
+        raise GatewayError(f"{what} is {text!r}: give the one address to use, not the unspecified address")
+    return str(addr)
+
+
+def check_port(value, what: str) -> int:
+    if isinstance(value, bool):
+        raise GatewayError(f"{what} is {value!r}: give a TCP port from 1 to 65535")
+    if not isinstance(value, int) and not re.match(r"^[0-9]{1,5}\Z", str(value)):
+        raise GatewayError(f"{what} is {value!r}: give a TCP port from 1 to 65535")
+    port = int(value)
+    if not 1 <= port <= 65535:
+        raise GatewayError(f"{what} is {value!r}: give a TCP port from 1 to 65535")
+    return port
+
+
+def check_key(value, what: str) -> str:
+    text = str(value if value is not None else "")
+    if not KEY_RE.match(text):
+        # Never echo the key itself: it is a secret.
+        raise GatewayError(f"{what} is not a usable API key ({len(text)} characters): use 8 to 512 of the characters "
+                           "A-Z a-z 0-9 . _ ~ + / = : @ - (no blanks, quotes, commas or backslashes)")
+    return text
+
+
+def check_int(value, what: str, low: int, high: int) -> int:
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        raise GatewayError(f"{what} is {value!r}: give a whole number from {low} to {high}") from None
+    if isinstance(value, bool) or not low <= number <= high:
+        raise GatewayError(f"{what} is {value!r}: give a whole number from {low} to {high}")
+    return number
+
+
+def _addr(address: str, port: int) -> str:
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def render_keys(keys) -> str:
+    """The client keys file: one key a line (the gateway compares the bearer token with each, exactly)."""
+    if isinstance(keys, str) or not keys:
+        raise GatewayError("gateway_api_keys is empty or not a list: give the list of client API keys (from vault)")
+    out = []
+    for index, key in enumerate(keys):
+        checked = check_key(key, f"gateway_api_keys[{index}]")
+        if checked not in out:
+            out.append(checked)
+    return "".join(f"{key}\n" for key in out)
+
+
+def _json_error(code: int, kind: str, message: str) -> str:
+    # HAProxy single-quoted strings take no escapes: the JSON must hold no single quote.
+    text = json.dumps({"error": {"message": message, "type": kind, "code": code}}, separators=(",", ":"))
+    assert "'" not in text
+    return text
+
+
+def normalise_models(models) -> dict[str, list[dict]]:
+    """MODELS ({served name: [{"name": cluster, "address": door IP, "port": door port}, ...]}) checked."""
+    if not isinstance(models, dict) or not models:
+        raise GatewayError("the gateway has no model to route to: no cluster's head holds a release record "
+                           "(/etc/dgxspark/vllm/release.json); deploy a model first (deploy.yml)")
+    out: dict[str, list[dict]] = {}
+    for model, servers in sorted(models.items()):
+        name = check_name(model, f"served model name {model!r}")
+        if not isinstance(servers, list) or not servers:
+            raise GatewayError(f"model {name}: no cluster serves it")
+        seen = set()
+        checked = []
+        for server in servers:
+            cluster = check_name((server or {}).get("name"), f"model {name}: cluster name")
+            if cluster in seen:
+                raise GatewayError(f"model {name}: cluster {cluster} is listed twice")
+            seen.add(cluster)
+            checked.append({"name": cluster,
+                            "address": check_address(server.get("address"), f"model {name}: cluster {cluster}'s head "
+                                                                            "LAN address"),
+                            "port": check_port(server.get("port"), f"model {name}: cluster {cluster}'s door port")})
+        out[name] = checked
+    return out
+
+
+def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, maxconn=512,
+                   check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600,
+                   socket: str = SOCKET, config_dir: str = CONFIG_DIR_IN_CONTAINER) -> str:
+    """The gateway's haproxy.cfg: every route behind a client key, requests routed on the body's ``model``.
+
+    With a key: GET /v1/models answers the union of MODELS; /metrics the gateway's own Prometheus metrics; /health
+    200 when every model has a server up (503 naming none otherwise); a request whose JSON body names a served model
+    goes to that model's backend (leastconn over its clusters, each checked with a real completion); an unknown
+    model 404; any other request (no body, or a body without ``model``) 400. A body over MAX_BODY bytes: 413.
+    """
+    models = normalise_models(models)
+    bind = check_address(bind, "gateway_bind", allow_any=True)
+    port = check_port(port, "gateway_port")
+    engine_key = check_key(engine_key, "the engines' API key (gateway_engine_api_key)")
+    max_body = check_int(max_body, "gateway_max_body", 16384, 64 * 1048576)
+    maxconn = check_int(maxconn, "gateway_maxconn", 16, 100000)
+    check_interval = check_int(check_interval, "gateway_check_interval", 1, 3600)
+    check_timeout = check_int(check_timeout, "gateway_check_timeout", 1, 3600)
+    timeout = check_int(timeout, "gateway_timeout", 10, 86400)
+    hard_stop_after = check_int(hard_stop_after, "gateway_hard_stop_after", 1, 86400)
+    for path, what in ((socket, "the runtime API socket"), (config_dir, "the configuration directory")):
+        if not re.match(r"^/[A-Za-z0-9_./-]+$", path or ""):
+            raise GatewayError(f"{what} is {path!r}: give an absolute path of A-Z a-z 0-9 _ . / -")
+
+    listing = json.dumps({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "dgxspark"}
+                                                     for m in models]}, separators=(",", ":"))
+    lines = [
+        HEADER.rstrip("\n"),
+        "global",
+        "    log stdout format raw local0 info",
+        # The runtime API: drain/ready of a cluster's servers (rollouts), read by root on the gateway host only.
+        f"    stats socket {socket} mode 600 level admin",
+        # A request body is buffered whole (to read its model, and to retry it): it must fit in one buffer.
+        f"    tune.bufsize {max_body + HEADER_ROOM + MAXREWRITE}",
+        f"    tune.maxrewrite {MAXREWRITE}",
+        f"    maxconn {maxconn}",
+        # A reload lets the old worker finish its requests (streams included), for at most this long.
+        f"    hard-stop-after {hard_stop_after}s",
+        "",
+        "defaults",
+        "    mode http",
+        "    log global",
+        "    option httplog",
+        "    option dontlognull",
+        "    timeout connect 5s",
+        f"    timeout client {timeout}s",
+        f"    timeout server {timeout}s",
+        "    timeout http-request 60s",
+        "    timeout queue 60s",
+        f"    timeout check {check_timeout}s",
+        # A request no backend started (refused, closed before any answer, or 503) goes to another cluster.
+        "    retries 2",
+        "    option redispatch 1",
+        "    retry-on conn-failure empty-response 503",
+        "    http-error status 503 content-type application/json string '"
+        + _json_error(503, "ServiceUnavailable", "no cluster serving this model is available now; retry later") + "'",
+        "",
+        "frontend api",
+        f"    bind {_addr(bind, port)}",
+        "    option http-buffer-request",
+        # Every route: the bearer token must be one of the client keys (compared whole, exactly).
+        f"    acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f {config_dir}/{KEYS_FILE}",
+        "    acl bearer req.fhdr(authorization) -m beg \"Bearer \"",
+        "    http-request return status 401 content-type application/json string '"
+        + _json_error(401, "Unauthorized", "a valid API key is required (Authorization: Bearer <key>)")
+        + "' hdr WWW-Authenticate Bearer unless bearer key_ok",
+        "    http-request use-service prometheus-exporter if { path /metrics }",
+        f"    http-request return status 200 content-type application/json string '{listing}' "
+        "if { path /v1/models } METH_GET",
+    ]
+    up = [f"up_{i}" for i in range(len(models))]
+    for i, model in enumerate(models):
+        lines.append(f"    acl up_{i} nbsrv(model_{model}) gt 0")
+    lines += [
+        "    http-request return status 200 content-type application/json string '{\"status\":\"ok\"}' "
+        f"if {{ path /health }} {' '.join(up)}",
+        "    http-request return status 503 content-type application/json string '"
+        + _json_error(503, "ServiceUnavailable", "a served model has no cluster available") + "' if { path /health }",
+        f"    acl too_big req.hdr_val(content-length) gt {max_body}",
+        "    http-request return status 413 content-type application/json string '"
+        + _json_error(413, "PayloadTooLarge", f"the request body is larger than the gateway routes ({max_body} bytes, "
+                                              "gateway_max_body)") + "' if too_big",
+        "    http-request set-var(txn.model) req.body,json_query('$.model') if METH_POST",
+        "    acl has_model var(txn.model) -m found",
+        f"    acl known_model var(txn.model) -m str {' '.join(models)}",
+        "    http-request return status 404 content-type application/json lf-string "
+        "'{\"error\":{\"message\":\"The model %[var(txn.model),json(utf8s)] is not served here; GET /v1/models "
+        "lists the models\",\"type\":\"NotFoundError\",\"code\":404}}' if has_model !known_model",
+        "    http-request return status 400 content-type application/json string '"
+        + _json_error(400, "BadRequestError", "this gateway routes requests by the model their JSON body names; "
+                                              "this request names none (GET /v1/models lists the models)")
+        + "' unless has_model",
+    ]
+    for model in models:
+        lines.append(f"    use_backend model_{model} if {{ var(txn.model) -m str {model} }}")
+    check_body = json.dumps({"model": "", "prompt": "ping", "max_tokens": 1, "temperature": 0}, separators=(",", ":"))
+    for model, servers in models.items():
+        body = check_body.replace('"model":""', f'"model":{json.dumps(model)}')
+        lines += [
+            "",
+            f"backend model_{model}",
+            "    balance leastconn",
+            # The health check is a real completion through the cluster's door, with the engines' key.
+            "    option httpchk",
+            "    http-check send meth POST uri /v1/completions ver HTTP/1.1 hdr Host dgxspark-gateway "
+            f"hdr Content-Type application/json hdr Authorization \"Bearer {engine_key}\" body '{body}'",
+            "    http-check expect status 200",
+            f"    http-request set-header Authorization \"Bearer {engine_key}\"",
+            f"    default-server check inter {check_interval}s fastinter 2s downinter {check_interval}s fall 2 rise 2",
+        ]
+        for server in servers:
+            lines.append(f"    server {server['name']} {_addr(server['address'], server['port'])}")
+    return "\n".join(lines) + "\n"
+
+
+def render_door(bind: str, port, allowed, target_address: str = "127.0.0.1", target_port=8000,
+                timeout=600, maxconn=512) -> str:
+    """A head's door: a TCP relay from BIND:PORT (the head's LAN address) to the engine on TARGET, refusing every
+    connection that does not come from one of ALLOWED (the gateways' LAN addresses)."""
+    bind = check_address(bind, "the head's LAN address (the door's bind)")
+    port = check_port(port, "gateway_door_port")
+    target_address = check_address(target_address, "the engine's address")
+    target_port = check_port(target_port, "the engine's port (vllm_serve_port)")
+    timeout = check_int(timeout, "gateway_timeout", 10, 86400)
+    maxconn = check_int(maxconn, "gateway_maxconn", 16, 100000)
+    if isinstance(allowed, str) or not allowed:
+        raise GatewayError("the door admits no gateway: the group dgxspark_gateway_group names has no host with a "
+                           "LAN address")
+    sources = []
+    for index, address in enumerate(allowed):
+        checked = check_address(address, f"gateway LAN address [{index}]")
+        if checked not in sources:
+            sources.append(checked)
+    if (bind, port) == (target_address, target_port):
+        raise GatewayError(f"the door would listen where the engine does ({_addr(bind, port)}): set "
+                           "gateway_door_port to another port")
+    lines = [
+        HEADER.rstrip("\n"),
+        "global",
+        "    log stdout format raw local0 info",
+        f"    maxconn {maxconn}",
+        "",
+        "defaults",
+        "    mode tcp",
+        "    log global",
+        "    option tcplog",
+        "    timeout connect 5s",
+        f"    timeout client {timeout}s",
+        f"    timeout server {timeout}s",
+        "",
+        "frontend door",
+        f"    bind {_addr(bind, port)}",
+        f"    acl gateway src {' '.join(sources)}",
+        "    tcp-request connection reject unless gateway",
+        "    default_backend engine",
+        "",
+        "backend engine",
+        f"    server engine {_addr(target_address, target_port)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def gateway_models(clusters: dict, heads: dict, door_port) -> tuple[dict, list[str]]:
+    """The models behind the gateway, from the clusters' release records.
+
+    CLUSTERS is dgxspark_fleet.clusters; HEADS maps a head to ``{"release": <its release.json or {}>, "lan_ip":
+    <its LAN address>}``. Returns ({served name: [{name, address, port}]}, warnings) - a cluster whose head has no
+    record (never deployed) or no LAN address is left out with a warning.
+    """
+    door_port = check_port(door_port, "gateway_door_port")
+    models: dict[str, list[dict]] = {}
+    warnings = []
+    for cluster, entry in sorted((clusters or {}).items()):
+        head = (entry or {}).get("head")
+        info = (heads or {}).get(head) or {}
+        release = info.get("release") or {}
+        served = release.get("served_model_name")
+        if not served:
+            warnings.append(f"cluster {cluster}: its head {head} has no release record (not deployed): the gateway "
+                            "does not route to it")
+            continue
+        if not info.get("lan_ip"):
+            warnings.append(f"cluster {cluster}: no LAN address is known for its head {head}: the gateway does not "
+                            "route to it")
+            continue
+        models.setdefault(str(served), []).append({"name": cluster, "address": str(info["lan_ip"]),
+                                                   "port": door_port})
+    return models, warnings
+
+
+def door_target(release: dict) -> tuple[str, int]:
+    """Where a head's door forwards: the engine's bound address (127.0.0.1 for 0.0.0.0) and port."""
+    endpoint = (release or {}).get("endpoint") or {}
+    host = str(endpoint.get("host") or "127.0.0.1")
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return host, int(endpoint.get("port") or 8000)

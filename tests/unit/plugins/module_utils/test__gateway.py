@@ -1,0 +1,202 @@
+"""The gateway's HAProxy configurations: every value validated before it reaches a line, every route behind a key,
+requests routed on the body's model to backends and servers named as the runtime API contract says."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway as gw
+
+KEY = "engine-key-0123456789"
+MODELS = {"qwen3-30b-a3b": [{"name": "pair1", "address": "10.0.0.11", "port": 8100},
+                            {"name": "pair2", "address": "10.0.0.13", "port": 8100}],
+          "qwen3.5-122b-a10b-fp8": [{"name": "cluster3", "address": "10.0.0.15", "port": 8100}]}
+
+
+def render(**kw):
+    args = {"models": MODELS, "bind": "10.0.0.5", "port": 8000, "engine_key": KEY}
+    args.update(kw)
+    return gw.render_gateway(**args)
+
+
+def section(text, name):
+    """The lines of section NAME (e.g. 'backend model_x'), up to the next blank line."""
+    block = text.split(f"\n{name}\n", 1)[1]
+    return block.split("\n\n", 1)[0].splitlines()
+
+
+def test_one_backend_per_model_one_server_per_cluster_named_as_the_cluster():
+    text = render()
+    backends = re.findall(r"^backend (\S+)$", text, re.M)
+    assert backends == ["model_qwen3-30b-a3b", "model_qwen3.5-122b-a10b-fp8"]
+    assert [line.split()[1:3] for line in section(text, "backend model_qwen3-30b-a3b") if line.strip().startswith("server ")] \
+        == [["pair1", "10.0.0.11:8100"], ["pair2", "10.0.0.13:8100"]]
+    assert [line.split()[1:3] for line in section(text, "backend model_qwen3.5-122b-a10b-fp8")
+            if line.strip().startswith("server ")] == [["cluster3", "10.0.0.15:8100"]]
+    assert "    stats socket /var/lib/dgxspark/gateway/admin.sock mode 600 level admin" in text.splitlines()
+    assert "    bind 10.0.0.5:8000" in text.splitlines()
+    # Routing: each model to its own backend, on the body's model.
+    assert "    use_backend model_qwen3-30b-a3b if { var(txn.model) -m str qwen3-30b-a3b }" in text.splitlines()
+    assert "    use_backend model_qwen3.5-122b-a10b-fp8 if { var(txn.model) -m str qwen3.5-122b-a10b-fp8 }" in text
+    assert "req.body,json_query('$.model')" in text and "option http-buffer-request" in text
+
+
+def test_every_route_needs_a_key_before_anything_else_answers():
+    lines = render().splitlines()
+    start = lines.index("frontend api")
+    rules = [line.strip() for line in lines[start:] if line.strip().startswith(("http-request", "use_backend"))]
+    # The 401 is the first rule: /metrics, /v1/models, /health and every backend come after it.
+    assert rules[0].startswith("http-request return status 401 ") and rules[0].endswith("unless bearer key_ok")
+    assert "acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f /usr/local/etc/haproxy/keys" in lines[start + 3]
+    assert any("use-service prometheus-exporter if { path /metrics }" in r for r in rules[1:])
+    assert not any("unless" in r and "401" not in r and "has_model" not in r for r in rules)
+
+
+def test_v1_models_answers_the_union_of_the_models():
+    text = render()
+    line = next(line for line in text.splitlines() if "if { path /v1/models } METH_GET" in line)
+    assert '{"id":"qwen3-30b-a3b","object":"model","owned_by":"dgxspark"}' in line
+    assert '{"id":"qwen3.5-122b-a10b-fp8","object":"model","owned_by":"dgxspark"}' in line
+
+
+def test_the_engine_key_goes_on_forwarded_requests_and_health_checks_never_the_client_keys():
+    backend = section(render(), "backend model_qwen3-30b-a3b")
+    assert f'    http-request set-header Authorization "Bearer {KEY}"' in backend
+    check = next(line for line in backend if "http-check send" in line)
+    assert f'hdr Authorization "Bearer {KEY}"' in check
+    assert "meth POST uri /v1/completions" in check and '\'{"model":"qwen3-30b-a3b","prompt":"ping","max_tokens":1' in check
+    assert "    http-check expect status 200" in backend
+
+
+def test_retries_only_what_no_backend_started_and_sizes_the_buffer_for_the_body():
+    text = render(max_body=2 * 1048576)
+    assert "    retry-on conn-failure empty-response 503" in text and "    option redispatch 1" in text
+    assert f"    tune.bufsize {2 * 1048576 + gw.HEADER_ROOM + gw.MAXREWRITE}" in text
+    assert "acl too_big req.hdr_val(content-length) gt 2097152" in text and "return status 413" in text
+
+
+def test_an_unknown_model_is_404_and_a_request_without_one_400():
+    text = render()
+    assert "acl known_model var(txn.model) -m str qwen3-30b-a3b qwen3.5-122b-a10b-fp8" in text
+    assert re.search(r"return status 404 .*json\(utf8s\).* if has_model !known_model$", text, re.M)
+    assert re.search(r"return status 400 .* unless has_model$", text, re.M)
+
+
+@pytest.mark.parametrize("name", ["m1\n    server evil 1.2.3.4:80", "a b", "model'x", 'm"', "m{1}", "", "x" * 101,
+                                  "m#1", "m;1", "m/1", "m\\1", "ünï"])
+def test_model_names_that_could_inject_are_refused(name):
+    with pytest.raises(gw.GatewayError, match="served model name"):
+        render(models={name: [{"name": "pair1", "address": "10.0.0.11", "port": 8100}]})
+
+
+@pytest.mark.parametrize("cluster", ["pair1\n    server x 1.1.1.1:1", "pair 1", "pair1'", "", None])
+def test_cluster_names_that_could_inject_are_refused(cluster):
+    with pytest.raises(gw.GatewayError, match="cluster name"):
+        render(models={"m": [{"name": cluster, "address": "10.0.0.11", "port": 8100}]})
+
+
+@pytest.mark.parametrize("address", ["10.0.0.11\n    bind 0.0.0.0:1", "spark-1.example", "10.0.0.256", "", "0.0.0.0",
+                                     "10.0.0.11 check"])
+def test_server_addresses_must_be_one_ip(address):
+    with pytest.raises(gw.GatewayError, match="LAN address"):
+        render(models={"m": [{"name": "pair1", "address": address, "port": 8100}]})
+
+
+@pytest.mark.parametrize("port", [0, 65536, "8100 check", "80a", True, None, -1, "0x50"])
+def test_ports_are_checked(port):
+    with pytest.raises(gw.GatewayError, match="port"):
+        render(models={"m": [{"name": "pair1", "address": "10.0.0.11", "port": port}]})
+    with pytest.raises(gw.GatewayError, match="gateway_port"):
+        render(port=port)
+
+
+def test_bind_may_be_every_address_and_ipv6_is_bracketed():
+    assert "    bind 0.0.0.0:8000" in render(bind="0.0.0.0").splitlines()
+    text = render(bind="fd00::5", models={"m": [{"name": "pair1", "address": "fd00::11", "port": 8100}]})
+    assert "    bind [fd00::5]:8000" in text.splitlines() and "    server pair1 [fd00::11]:8100" in text.splitlines()
+    with pytest.raises(gw.GatewayError, match="gateway_bind"):
+        render(bind="gateway.example")
+
+
+def test_a_cluster_twice_in_one_model_and_no_model_at_all_are_refused():
+    with pytest.raises(gw.GatewayError, match="listed twice"):
+        render(models={"m": [{"name": "pair1", "address": "10.0.0.11", "port": 8100}] * 2})
+    with pytest.raises(gw.GatewayError, match="deploy a model first"):
+        render(models={})
+    with pytest.raises(gw.GatewayError, match="no cluster serves it"):
+        render(models={"m": []})
+
+
+@pytest.mark.parametrize("key", ["short", "has space-in-it", 'quote"inside-key', "comma,inside-key", "back\\slash-key",
+                                 "new\nline-in-key", "x" * 513, "", None, "tab\tinside-key", "hash#inside-key"])
+def test_keys_that_could_break_a_line_are_refused_and_never_echoed(key):
+    with pytest.raises(gw.GatewayError) as err:
+        gw.render_keys(["good-key-123456", key])
+    assert "gateway_api_keys[1]" in str(err.value)
+    if key and len(key) > 3:
+        assert key not in str(err.value)
+    with pytest.raises(gw.GatewayError, match="engines' API key") as err:
+        render(engine_key=key)
+    if key and len(key) > 3:
+        assert key not in str(err.value)
+
+
+def test_the_keys_file_is_one_key_a_line_without_duplicates():
+    assert gw.render_keys(["key-one-12345", "key-two-12345", "key-one-12345"]) == "key-one-12345\nkey-two-12345\n"
+    assert gw.render_keys(["A.b_c~d+e/f=g:h@i-j"]) == "A.b_c~d+e/f=g:h@i-j\n"
+    for bad in ([], "key-one-12345", None):
+        with pytest.raises(gw.GatewayError, match="gateway_api_keys is empty or not a list"):
+            gw.render_keys(bad)
+
+
+@pytest.mark.parametrize("field,value,match", [("max_body", 100, "gateway_max_body"), ("maxconn", "lots", "gateway_maxconn"),
+                                               ("check_interval", 0, "gateway_check_interval"),
+                                               ("timeout", "10m", "gateway_timeout")])
+def test_tunables_are_whole_numbers_in_range(field, value, match):
+    with pytest.raises(gw.GatewayError, match=match):
+        render(**{field: value})
+
+
+def test_the_door_admits_the_gateways_only_and_relays_to_the_engine():
+    text = gw.render_door("10.0.0.11", 8100, ["10.0.0.5", "10.0.0.6", "10.0.0.5"], target_port=8000)
+    lines = text.splitlines()
+    assert "    bind 10.0.0.11:8100" in lines
+    assert "    acl gateway src 10.0.0.5 10.0.0.6" in lines
+    assert "    tcp-request connection reject unless gateway" in lines
+    assert "    server engine 127.0.0.1:8000" in lines and "    mode tcp" in lines
+
+
+@pytest.mark.parametrize("kw,match", [({"allowed": []}, "admits no gateway"), ({"allowed": "10.0.0.5"}, "admits no gateway"),
+                                      ({"allowed": ["10.0.0.5 10.0.0.0/8"]}, "gateway LAN address"),
+                                      ({"bind": "0.0.0.0"}, "not the unspecified"),
+                                      ({"port": 8000, "bind": "127.0.0.1"}, "where the engine does"),
+                                      ({"target_port": "8000\n"}, "engine's port")])
+def test_door_mistakes_are_refused(kw, match):
+    args = {"bind": "10.0.0.11", "port": 8100, "allowed": ["10.0.0.5"]}
+    args.update(kw)
+    with pytest.raises(gw.GatewayError, match=match):
+        gw.render_door(**args)
+
+
+def test_models_come_from_the_heads_release_records():
+    clusters = {"pair1": {"head": "s1"}, "pair2": {"head": "s3"}, "pair3": {"head": "s5"}, "pair4": {"head": "s7"}}
+    heads = {"s1": {"release": {"served_model_name": "a"}, "lan_ip": "10.0.0.11"},
+             "s3": {"release": {"served_model_name": "b"}, "lan_ip": "10.0.0.13"},
+             "s5": {"release": {}, "lan_ip": "10.0.0.15"},
+             "s7": {"release": {"served_model_name": "a"}, "lan_ip": ""}}
+    models, warnings = gw.gateway_models(clusters, heads, 8100)
+    assert models == {"a": [{"name": "pair1", "address": "10.0.0.11", "port": 8100}],
+                      "b": [{"name": "pair2", "address": "10.0.0.13", "port": 8100}]}
+    assert warnings == ["cluster pair3: its head s5 has no release record (not deployed): the gateway does not route to it",
+                        "cluster pair4: no LAN address is known for its head s7: the gateway does not route to it"]
+    heads["s7"]["lan_ip"] = "10.0.0.17"
+    models, _ = gw.gateway_models(clusters, heads, 8100)
+    assert [s["name"] for s in models["a"]] == ["pair1", "pair4"]
+
+
+def test_the_door_forwards_where_the_engine_listens():
+    assert gw.door_target({"endpoint": {"host": "127.0.0.1", "port": 8000}}) == ("127.0.0.1", 8000)
+    assert gw.door_target({"endpoint": {"host": "0.0.0.0", "port": 8001}}) == ("127.0.0.1", 8001)
+    assert gw.door_target({"endpoint": {"host": "10.0.0.11", "port": 8000}}) == ("10.0.0.11", 8000)
