@@ -66,6 +66,14 @@ def fabric_if(_i=None):
     return FABRIC_IFNAMES[0]
 
 
+GATEWAY = f"{PREFIX}-gw"  # lab.py up --gateway: the gateway box, on the LAN only (group dgxspark_gateway)
+
+
+def gateway_url():
+    """The gateway's API (roles/gateway) on the gateway box's LAN address (.9 of the mgmt subnet), port 8000."""
+    return f"http://{MGMT_NET}.9:8000"
+
+
 def api_url(i=1):
     """The API of the pair whose head is node i, on the LAN: what the controller and clients use."""
     return f"http://{mgmt_ip(i)}:8000"

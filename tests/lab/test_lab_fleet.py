@@ -1,4 +1,8 @@
-"""A fleet of two pairs on a four-node lab: concurrent deploy, a health-gated rollout with rollback, and faults.
+"""A fleet of two pairs on a four-node lab behind a gateway: concurrent deploy, the gateway (a key on every route,
+engines off the LAN, two models on two clusters), a health-gated rollout with rollback, and faults.
+
+With a gateway in the inventory the engines listen on their head's 127.0.0.1 only: the per-pair canaries reach each
+pair through its head's door (port 8100), from the gateway box, the one host the doors admit.
 
 Every fault test runs canary completions against every pair while the fault happens and prints, per pair,
 the requests sent, answered and failed. A pair the fault does not touch must answer every one; a pair being
@@ -7,8 +11,10 @@ switched may only miss requests while it is switched (its window is recorded by 
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -17,7 +23,8 @@ import urllib.request
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, api_url, fabric_ip, node, node_exec, run
+from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, fabric_ip, gateway_url, mgmt_ip, node,
+                    node_exec, run)
 
 NODES = 4
 BASE = "lab/vllm-node:0.14"
@@ -30,6 +37,9 @@ DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 ROLLOUT = str(REPO / "playbooks" / "rollout.yml")
 TEARDOWN = str(REPO / "playbooks" / "teardown.yml")
 HEADS = {"pair1": 1, "pair2": 3}
+GATEWAY_PLAY = str(REPO / "playbooks" / "gateway.yml")
+DOOR_PORT = 8100
+ENGINE_URL = "http://127.0.0.1:8000"  # where each head's engine listens, with a gateway in the fleet
 BREAK = ('raise ImportError("libcudart.so.13: cannot open shared object file: No such file or directory")\n')
 
 
@@ -48,15 +58,43 @@ def containers(i):
     return node_exec(node(i), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
 
 
+# A 1-token completion to one pair's door, sent from the gateway box (the doors admit the gateways only).
+DOOR_PY = ("import json, sys, urllib.request\n"
+           "url, model, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
+           "body = json.dumps({'model': model, 'prompt': 'canary', 'max_tokens': 1, 'temperature': 0}).encode()\n"
+           "req = urllib.request.Request(url, data=body, headers={'Content-Type': 'application/json',\n"
+           "                             'Authorization': 'Bearer ' + sys.stdin.read().strip()})\n"
+           "with urllib.request.urlopen(req, timeout=timeout) as resp:\n"
+           "    sys.exit(0 if resp.status == 200 and json.load(resp).get('choices') else 1)\n")
+
+
 def completion(pair, timeout=10.0):
-    body = json.dumps({"model": SERVED, "prompt": "canary", "max_tokens": 1, "temperature": 0}).encode()
-    req = urllib.request.Request(f"{api_url(HEADS[pair])}/v1/completions", data=body,
-                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+    """One pair answers a completion, asked through its head's door from the gateway box."""
+    url = f"http://{mgmt_ip(HEADS[pair])}:{DOOR_PORT}/v1/completions"
+    try:
+        proc = subprocess.run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_PY, url, SERVED, str(timeout)],
+                              input=KEY, text=True, capture_output=True, timeout=timeout + 15, check=False)
+    except subprocess.TimeoutExpired:
+        return False
+    return proc.returncode == 0
+
+
+def through_gateway(method, path, key=None, body=None, timeout=30.0):
+    """(status, parsed JSON or text) of a request to the gateway, from the controller."""
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"{gateway_url()}{path}", data=data, headers=headers, method=method)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status == 200 and bool(json.load(resp).get("choices"))
-    except (OSError, urllib.error.URLError, ValueError):
-        return False
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode(errors="replace")
 
 
 class Canary:
@@ -150,8 +188,8 @@ def serving(pair):
 def fleet(lab):
     """Two pairs, both serving the 0.14 image (overlaid) and the small model, deployed concurrently from zero."""
     grew = len(lab["_meta"]["hostvars"]) < NODES
-    if grew:
-        run([*LAB, "up", "--nodes", str(NODES), "--no-engine-images"])
+    # Four nodes and the gateway box (on the LAN only, in dgxspark_gateway): the deploy ends with the gateway.
+    run([*LAB, "up", "--nodes", str(NODES), "--no-engine-images", "--gateway"])
     run([*LAB, "images", "vllm-node-0.14"])
     run([*LAB, "load", BASE])
     run([*LAB, "models"])
@@ -159,24 +197,102 @@ def fleet(lab):
     first = play(DEPLOY, "-e", f"dgxspark_image={BASE}")
     yield first
     play(TEARDOWN)
-    if grew:  # back to the session's lab, so later tests run on the pair they were written for
-        run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"])), "--no-engine-images"])
+    # Back to the session's lab (without the gateway box), so later tests run on the pair they were written for.
+    run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"]) if grew else NODES), "--no-engine-images"])
 
 
 def test_fleet_deploy_serves_every_pair(fleet):
     assert fleet.returncode == 0, flat(fleet)[-5000:]
     text = flat(fleet)
     for pair, head in HEADS.items():
-        assert f"{pair}: serving {SERVED} at {api_url(head)}/v1, TP 2 over {node(head)} + {node(head + 1)}" in text
+        # The engine listens on its head's 127.0.0.1 (a gateway is in the fleet).
+        assert f"{pair}: serving {SERVED} at {ENGINE_URL}/v1, TP 2 over {node(head)} + {node(head + 1)}" in text
         assert completion(pair)
     # status.yml (the cluster_status filter): a line per pair with its engine, tokens and Ray, a row per member.
     status = flat(run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "status.yml")],
                       env=ansible_env()))
     for pair, head in HEADS.items():
-        assert re.search(rf"{pair}: model {SERVED} at {re.escape(api_url(head))}, health 200, tokens generated [1-9][0-9]*;"
+        assert re.search(rf"{pair}: model {SERVED} at {re.escape(ENGINE_URL)}, health 200, tokens generated [1-9][0-9]*;"
                          rf" Ray 2/2 nodes alive \({re.escape(fabric_ip(head))}, {re.escape(fabric_ip(head + 1))}\),"
                          r" GPUs 0\.0 free of 2\.0, Ray [0-9.]+\b", status), status[-3000:]
-        assert f"{node(head)} /dgxspark-ray-head Up" in status and f"{node(head + 1)} /dgxspark-ray-worker Up" in status
+        # The head runs its door beside the engine (the gateways' way in).
+        assert re.search(rf"{node(head)} (/dgxspark-door, /dgxspark-ray-head|/dgxspark-ray-head, /dgxspark-door) Up",
+                         status), status[-3000:]
+        assert f"{node(head + 1)} /dgxspark-ray-worker Up" in status
+
+
+# Every route the engine has (and one it has not): the gateway answers none of them without a client key.
+ROUTES = [("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"), ("POST", "/invocations"),
+          ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/v1/embeddings"), ("GET", "/metrics"),
+          ("GET", "/health"), ("GET", "/version"), ("GET", "/ping"), ("GET", "/load"), ("GET", "/no/such/route")]
+
+
+def chat_body(model=SERVED):
+    return {"model": model, "messages": [{"role": "user", "content": "Say hello"}], "max_tokens": 8, "temperature": 0}
+
+
+def gateway_started_at():
+    return node_exec(GATEWAY, "docker", "inspect", "-f", "{{.State.StartedAt}}", "dgxspark-gateway").stdout.strip()
+
+
+def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_lan(fleet, tmp_path):
+    assert fleet.returncode == 0, flat(fleet)[-5000:]
+    assert (f"gateway {GATEWAY}: {gateway_url()}/v1 (API key required on every route), models: {SERVED} on pair1 + "
+            "pair2") in flat(fleet)
+    refused = 0
+    for method, path in ROUTES:
+        body = chat_body() if method == "POST" else None
+        for label, key in (("no key", None), ("a wrong key", "not-the-lab-key-0000")):
+            status, answer = through_gateway(method, path, key=key, body=body)
+            print(f"gateway, {label}: {method} {path} -> {status}")
+            assert status == 401, (method, path, label, status, answer)
+            refused += 1
+    print(f"gateway: {refused} of {2 * len(ROUTES)} requests without a valid key refused with 401")
+    # With the key: a chat completion, the models, the gateway's own metrics.
+    status, answer = through_gateway("POST", "/v1/chat/completions", key=KEY, body=chat_body())
+    print(f"gateway, with the key: POST /v1/chat/completions -> {status}, model {answer.get('model')}, "
+          f"{answer.get('usage', {}).get('completion_tokens')} token(s)")
+    assert status == 200 and answer["model"] == SERVED and answer["choices"][0]["message"], answer
+    status, answer = through_gateway("GET", "/v1/models", key=KEY)
+    assert status == 200 and [m["id"] for m in answer["data"]] == [SERVED], answer
+    status, metrics = through_gateway("GET", "/metrics", key=KEY)
+    assert status == 200 and f'haproxy_backend_active_servers{{proxy="model_{SERVED}"}} 2' in metrics, metrics[:2000]
+    status, answer = through_gateway("POST", "/v1/completions", key=KEY, body={"model": "no-such-model", "prompt": "x"})
+    assert status == 404 and "no-such-model" in answer["error"]["message"], answer
+    status, answer = through_gateway("GET", "/version", key=KEY)
+    print(f"gateway, with the key: unknown model -> 404, GET /version (no model to route on) -> {status}")
+    assert status == 400, answer
+    # From the controller, the engines' own ports refuse connections, and the doors close on it at once.
+    for pair, head in HEADS.items():
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((mgmt_ip(head), 8000), timeout=5).close()
+        print(f"{pair}: {mgmt_ip(head)}:8000 (the engine's port) refuses the controller's connection")
+        with pytest.raises((ConnectionResetError, http.client.RemoteDisconnected, urllib.error.URLError)) as err:
+            urllib.request.urlopen(f"http://{mgmt_ip(head)}:{DOOR_PORT}/health", timeout=5)
+        print(f"{pair}: the door {mgmt_ip(head)}:{DOOR_PORT} drops the controller ({type(err.value).__name__}), "
+              "and answers the gateway box")
+        assert completion(pair)
+    # A new client key is a graceful reload (the same HAProxy process, never a restart); a rerun changes nothing.
+    started = gateway_started_at()
+    keys = tmp_path / "keys.yml"
+    keys.write_text(f"all:\n  vars:\n    gateway_api_keys: [{KEY}, second-client-key-123]\n")
+    added = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(keys), GATEWAY_PLAY],
+                check=False, env=ansible_env())
+    assert added.returncode == 0, flat(added)[-3000:]
+    assert re.search(rf"{GATEWAY} +: ok=\d+ +changed=[1-9]", added.stdout), added.stdout[-1500:]
+    status, answer = through_gateway("POST", "/v1/chat/completions", key="second-client-key-123", body=chat_body())
+    assert status == 200, answer
+    assert gateway_started_at() == started
+    again = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(keys), GATEWAY_PLAY],
+                check=False, env=ansible_env())
+    assert again.returncode == 0 and re.search(rf"{GATEWAY} +: ok=\d+ +changed=0 ", again.stdout), again.stdout[-1500:]
+    assert all(re.search(rf"{node(i)} +: ok=\d+ +changed=0 ", again.stdout) for i in range(1, NODES + 1))
+    back = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), GATEWAY_PLAY], check=False, env=ansible_env())
+    assert back.returncode == 0
+    assert through_gateway("GET", "/v1/models", key="second-client-key-123")[0] == 401
+    assert gateway_started_at() == started
+    print(f"gateway: a client key added and removed by graceful reloads (the container started once, {started}); "
+          "a rerun with nothing changed: changed=0 on every host")
 
 
 def serving_image_id(i, container):
@@ -322,3 +438,53 @@ def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fl
     for i in (3, 4):
         assert not [c for c in containers(i) if c.startswith("dgxspark-")], (i, containers(i))
     assert counts["pair1"][3] == 0 and counts["pair1"][1] > 0
+
+
+OTHER = "qwen3-30b-a3b-pair2"
+
+
+def engine_requests(pair):
+    """The number of requests pair's engine has answered (its own /metrics, read on its head's 127.0.0.1)."""
+    text = node_exec(node(HEADS[pair]), "python3", "-c",
+                     "import sys, urllib.request; req = urllib.request.Request(sys.argv[1], headers={'Authorization': "
+                     "'Bearer ' + sys.stdin.read().strip()}); print(urllib.request.urlopen(req, timeout=10).read().decode())",
+                     f"{ENGINE_URL}/metrics", input_text=KEY).stdout
+    return sum(float(v) for v in re.findall(r"(?m)^vllm:request_success_total(?:\{[^}]*\})? ([0-9.e+]+)$", text))
+
+
+def test_z_two_models_on_two_clusters_behind_one_endpoint(fleet, tmp_path):
+    """The module's last test (it leaves pair2 serving another model): pair2 redeployed, alone, with another served
+    name; the one endpoint lists both models and each is answered by its own cluster."""
+    served = tmp_path / "served.yml"
+    served.write_text("all:\n  hosts:\n" + "".join(f"    {node(i)}:\n      vllm_serve_served_model_name: {OTHER}\n"
+                                                   for i in (3, 4)))
+    proc = play(DEPLOY, "-l", "pair2:dgxspark_gateway", "-e", f"dgxspark_image={BASE}", inventory_extra=served)
+    text = flat(proc)
+    assert proc.returncode == 0, text[-5000:]
+    assert f"gateway {GATEWAY}: {gateway_url()}/v1 (API key required on every route), models: {SERVED} on pair1, " \
+           f"{OTHER} on pair2" in text, text[-2000:]
+    status, answer = through_gateway("GET", "/v1/models", key=KEY)
+    print(f"gateway: GET /v1/models -> {status}: {[m['id'] for m in answer['data']]}")
+    assert status == 200 and sorted(m["id"] for m in answer["data"]) == [SERVED, OTHER]
+    before = {pair: engine_requests(pair) for pair in HEADS}
+    log_start = node_exec(GATEWAY, "date", "-u", "+%Y-%m-%dT%H:%M:%SZ").stdout.strip()
+    per_model = 5
+    for model in (SERVED, OTHER):
+        for _ in range(per_model):
+            status, answer = through_gateway("POST", "/v1/chat/completions", key=KEY, body=chat_body(model))
+            assert status == 200 and answer["model"] == model and answer["choices"], answer
+    after = {pair: engine_requests(pair) for pair in HEADS}
+    # The gateway's log names the backend and server (the cluster) of every request it forwarded.
+    log = node_exec(GATEWAY, "docker", "logs", "--since", log_start, "dgxspark-gateway").stdout
+    routed = {(backend, server): len(re.findall(rf" model_{re.escape(backend)}/{server} .* 200 .*\"POST /v1/chat/completions",
+                                                 log))
+              for backend in (SERVED, OTHER) for server in HEADS}
+    for (model, pair), count in routed.items():
+        print(f"gateway: {count} chat completion(s) for {model} answered by {pair}")
+    for pair in HEADS:
+        print(f"{pair}: its engine answered {after[pair] - before[pair]:.0f} request(s) meanwhile (with the gateway's "
+              "health checks)")
+    assert routed == {(SERVED, "pair1"): per_model, (SERVED, "pair2"): 0, (OTHER, "pair1"): 0, (OTHER, "pair2"): per_model}
+    assert after["pair1"] - before["pair1"] >= per_model and after["pair2"] - before["pair2"] >= per_model
+    # An engine refuses a model it does not serve: pair2, asked through its door for pair1's model, does not answer.
+    assert not completion("pair2")  # completion() names SERVED: pair2 no longer serves it
