@@ -21,7 +21,7 @@ description:
 positional: _input
 options:
   _input:
-    description: The models, C({served name: [{name, address, port}]}) (C(dgxspark.vllm.gateway_models)'s C(models)).
+    description: "The models, C({served name: [{name, address, port}]}) (C(dgxspark.vllm.gateway_models)'s C(models))."
     type: dict
     required: true
   bind:

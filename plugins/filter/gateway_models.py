@@ -38,7 +38,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(models) (C({served name: [{name, address, port}]})) and C(warnings).
+  description: "C(models) (C({served name: [{name, address, port}]})) and C(warnings)."
   type: dict
 """
 

@@ -470,14 +470,14 @@ def test_z_two_models_on_two_clusters_behind_one_endpoint(fleet, tmp_path):
     log_start = node_exec(GATEWAY, "date", "-u", "+%Y-%m-%dT%H:%M:%SZ").stdout.strip()
     per_model = 5
     for model in (SERVED, OTHER):
-        for _ in range(per_model):
+        for _request in range(per_model):
             status, answer = through_gateway("POST", "/v1/chat/completions", key=KEY, body=chat_body(model))
             assert status == 200 and answer["model"] == model and answer["choices"], answer
     after = {pair: engine_requests(pair) for pair in HEADS}
     # The gateway's log names the backend and server (the cluster) of every request it forwarded.
     log = node_exec(GATEWAY, "docker", "logs", "--since", log_start, "dgxspark-gateway").stdout
-    routed = {(backend, server): len(re.findall(rf" model_{re.escape(backend)}/{server} .* 200 .*\"POST /v1/chat/completions",
-                                                 log))
+    line = r" model_{}/{} .* 200 .*\"POST /v1/chat/completions"
+    routed = {(backend, server): len(re.findall(line.format(re.escape(backend), server), log))
               for backend in (SERVED, OTHER) for server in HEADS}
     for (model, pair), count in routed.items():
         print(f"gateway: {count} chat completion(s) for {model} answered by {pair}")

@@ -192,7 +192,7 @@ def test_models_come_from_the_heads_release_records():
     assert warnings == ["cluster pair3: its head s5 has no release record (not deployed): the gateway does not route to it",
                         "cluster pair4: no LAN address is known for its head s7: the gateway does not route to it"]
     heads["s7"]["lan_ip"] = "10.0.0.17"
-    models, _ = gw.gateway_models(clusters, heads, 8100)
+    models, _warnings = gw.gateway_models(clusters, heads, 8100)
     assert [s["name"] for s in models["a"]] == ["pair1", "pair4"]
 
 
