@@ -107,3 +107,18 @@ def test_bad_entries_fail_before_anything_is_written(tmp_path, capsys, entry, wh
     result = run(capsys, [first, {"owner": ME, **entry}])
     assert result["failed"] is True and why in result["msg"] and "nothing was changed" in result["msg"]
     assert not (tmp_path / "made-first").exists()
+
+
+def test_numeric_owner_and_group_are_taken_as_ids(tmp_path, capsys):
+    """A container's user (HAProxy's 99:99) need not exist on the node: IDs are used as they are."""
+    uid, gid = os.geteuid(), os.getegid()
+    entries = [{"path": str(tmp_path / "conf"), "state": "directory", "mode": "0750", "owner": str(uid), "group": str(gid)},
+               {"path": str(tmp_path / "conf" / "keys"), "content": "k\n", "mode": "0640", "owner": ME,
+                "group": str(gid), "secret": True}]
+    first = run(capsys, entries)
+    assert first["changed"] is True
+    info = os.stat(tmp_path / "conf" / "keys")
+    assert (info.st_uid, info.st_gid, mode(tmp_path / "conf" / "keys")) == (uid, gid, 0o640)
+    assert run(capsys, entries)["changed"] is False
+    assert mod.owner_ids({"path": "/x", "owner": "99", "group": "99"}) == (99, 99)
+    assert mod.owner_ids({"path": "/x", "owner": "99"}) == (99, 99)
