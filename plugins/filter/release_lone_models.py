@@ -12,7 +12,7 @@ author:
 - dgxspark.vllm maintainers
 description:
 - A rollout switches a cluster only after draining it at the gateway, so a model served by several clusters is
-  answered throughout. A model served by one cluster only cannot be: its requests are refused while that cluster
+  answered throughout. A model served by one cluster only cannot be, and its requests are refused while that cluster
   switches. This filter returns one sentence per such model, with how long the cluster's last switch took (from the
   rollout record on its head), so the rollout can say it before it starts.
 positional: _input

@@ -84,7 +84,7 @@ def gateway(tmp_path):
     deadline = time.monotonic() + 15
     while True:
         try:
-            rows, _ = client.servers("pair1")
+            rows, _others = client.servers("pair1")
             if len(rows) == 2 and all(api.is_up(r["status"]) for r in rows) and \
                     all(api.is_up(r["status"]) for r in client.servers("pair2")[0]):
                 break
@@ -116,7 +116,7 @@ def test_drain_waits_for_the_request_in_flight_then_sends_everything_elsewhere_a
     # A request in flight on pair1 (round robin: send until one lands there).
     results = []
     slow = threading.Thread(target=lambda: results.append(get(port, "/a?slow=30")), daemon=True)
-    for _ in range(4):
+    for _attempt in range(4):
         if any(r["sessions"] for r in gateway["api"].servers("pair1")[0]):
             break
         slow = threading.Thread(target=lambda: results.append(get(port, "/a?slow=30")), daemon=True)
@@ -132,15 +132,15 @@ def test_drain_waits_for_the_request_in_flight_then_sends_everything_elsewhere_a
     assert drained["others"] == {"model_a": ["pair2"], "model_b": ["pair2"]}
     slow.join(timeout=10)
     assert "pair1" in results            # the request in flight finished on the drained cluster
-    assert {get(port, "/a") for _ in range(6)} == {"pair2"}
-    assert {get(port, "/b") for _ in range(6)} == {"pair2"}
+    assert {get(port, "/a") for _i in range(6)} == {"pair2"}
+    assert {get(port, "/b") for _i in range(6)} == {"pair2"}
 
     again = run(capsys, server="pair1", state="drain", socket=gateway["socket"])
     assert again["changed"] is False
 
     ready = run(capsys, server="pair1", state="ready", socket=gateway["socket"], timeout=20)
     assert ready["changed"] is True and all(r["admin"] == "ready" and r["status"] == "UP" for r in ready["servers"])
-    assert {get(port, "/a") for _ in range(6)} == {"pair1", "pair2"}
+    assert {get(port, "/a") for _i in range(6)} == {"pair1", "pair2"}
 
 
 def test_ready_returns_only_once_the_health_checks_see_the_cluster_serve(gateway, capsys):
