@@ -113,16 +113,16 @@ def get(port, path, timeout=10):
 
 def test_drain_waits_for_the_request_in_flight_then_sends_everything_elsewhere_and_ready_admits_it_again(gateway, capsys):
     port, pair1 = gateway["port"], gateway["doors"]["pair1"]
-    # A request in flight on pair1 (round robin: send until one lands there).
+    # A request in flight on pair1 (round robin: send another until one is seen there, under any load).
     results = []
-    slow = threading.Thread(target=lambda: results.append(get(port, "/a?slow=30")), daemon=True)
-    for _attempt in range(4):
-        if any(r["sessions"] for r in gateway["api"].servers("pair1")[0]):
-            break
-        slow = threading.Thread(target=lambda: results.append(get(port, "/a?slow=30")), daemon=True)
-        slow.start()
-        time.sleep(0.3)
-    assert any(r["sessions"] for r in gateway["api"].servers("pair1")[0])
+    deadline = time.monotonic() + 20
+    while not any(r["sessions"] for r in gateway["api"].servers("pair1")[0]):
+        assert time.monotonic() < deadline, "no request reached pair1"
+        threading.Thread(target=lambda: results.append(get(port, "/a?slow=30")), daemon=True).start()
+        for _poll in range(20):
+            if any(r["sessions"] for r in gateway["api"].servers("pair1")[0]):
+                break
+            time.sleep(0.1)
     threading.Timer(1.5, pair1.release.set).start()
 
     drained = run(capsys, server="pair1", state="drain", socket=gateway["socket"], timeout=20)
@@ -130,7 +130,9 @@ def test_drain_waits_for_the_request_in_flight_then_sends_everything_elsewhere_a
     assert {r["backend"]: (r["admin"], r["sessions"]) for r in drained["servers"]} == {
         "model_a": ("drain", 0), "model_b": ("drain", 0)}
     assert drained["others"] == {"model_a": ["pair2"], "model_b": ["pair2"]}
-    slow.join(timeout=10)
+    deadline = time.monotonic() + 10
+    while "pair1" not in results and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert "pair1" in results            # the request in flight finished on the drained cluster
     assert {get(port, "/a") for _i in range(6)} == {"pair2"}
     assert {get(port, "/b") for _i in range(6)} == {"pair2"}
