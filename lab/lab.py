@@ -102,8 +102,9 @@ HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 BASE_IMAGE = "dgxspark-lab/base:bookworm"
 # Overridable so that labs built from different node recipes can run side by side.
-# The tag changes with what the node's init does (2: it restores the fabric names, route and RDMA at boot).
-NODE_IMAGE = os.environ.get("DGXSPARK_LAB_NODE_IMAGE", "dgxspark-lab/node:2")
+# The tag changes with what the node's init does (3: a boot restores the fabric names, route and RDMA, and starts
+# with the node's weights out of the page cache).
+NODE_IMAGE = os.environ.get("DGXSPARK_LAB_NODE_IMAGE", "dgxspark-lab/node:3")
 TINY_IMAGE = "dgxspark-lab/tiny:latest"
 
 

@@ -82,6 +82,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._model_files import 
     PathError, cache_key, check_relpath, load_cache, manifest, model_dir, part_name, save_cache, stale_parts,
     target_file, within,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils._unified_memory import evict
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
     CONTENT_LABEL, FRAME, IMAGE_ID_RE, MAX_FRAME, MAX_HEADER, PROTOCOL, PROTOCOLS, Hop, chain_results, image_summary,
     read_exact, read_full, ssh_argv, store_of,
@@ -403,6 +404,10 @@ def container_state(info):
             "restart_count": info.get("RestartCount", 0)}
 
 
+def _running(api, name):
+    return bool((api.inspect_container(name).get("State") or {}).get("Running"))
+
+
 def do_engine(api, req, config):
     """Act on this node's engine containers, checked by name and label; the state of each after the action."""
     req = validate_engine_request(req, engine_allowed(config))
@@ -423,6 +428,11 @@ def do_engine(api, req, config):
         if req["action"] in ("stop", "restart"):
             api.stop(name, timeout=int(config.get("engine_stop_timeout", ENGINE_STOP_TIMEOUT)))
         if req["action"] in ("start", "restart"):
+            root = config.get("models_root")
+            if isinstance(root, str) and root.startswith("/") and not _running(api, name):
+                # A restarted engine loads its weights again: what the last load left in the page cache is unified
+                # memory the new engine cannot have (vllm_serve evicts them before a start; so does this request).
+                result["evicted"] = evict([root])
             api.start(name)
         result["containers"][name] = container_state(api.inspect_container(name))
     return result

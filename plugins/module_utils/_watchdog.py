@@ -28,7 +28,8 @@ a load that will not finish; before that it is a load in progress, which is left
 
 On a fault it recovers the whole cluster in order: the head's engine container stopped, every worker's engine
 container restarted (over the fabric with the fleet's transfer key, whose forced command accepts an ``engine``
-request for the collection's own engine containers only), the head's started again. Restarts are spaced by an
+request for the collection's own engine containers only), the head's started again, each node's model weights
+evicted from the page cache before its engine starts (unified memory: vllm_serve does the same before a deploy). Restarts are spaced by an
 exponential backoff (``backoff_base`` x 2^(n-1), at most ``backoff_max``) and capped (``max_restarts``); at the cap
 the cluster is marked failed and its engine containers are stopped on every node (freeing unified memory; health
 checks then fail) instead of looping. A failed cluster that answers again (someone deployed it) is healthy again.
@@ -50,11 +51,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import typing as t
 from datetime import datetime
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import ssh_argv
+from ansible_collections.dgxspark.vllm.plugins.module_utils._unified_memory import evict
 
 VERSION = "1.0.0"
 PROG = "dgxspark-watchdog"
@@ -73,6 +76,7 @@ DEFAULTS: dict[str, t.Any] = {
     "state_dir": "/var/lib/dgxspark/watchdog",
     "maintenance_file": "/var/lib/dgxspark/watchdog/maintenance",
     "docker_socket": "/var/run/docker.sock",
+    "models_dir": "/models",
     "events_max_bytes": 1048576,
     "last_events": 10,
     "containers": {"ray": {"head": "dgxspark-ray-head", "worker": "dgxspark-ray-worker"},
@@ -475,6 +479,12 @@ class Watchdog:
             obs["health"] = http_call(host, port, "GET", "/health", min(10.0, self.cfg["completion_timeout"]))[0]
         except OSError:
             obs["health"] = None
+        # The workers' engine containers are read alongside the completion (over ssh, a second or so), so that a
+        # stall's detection does not wait for them; their states only matter when the completion fails.
+        workers: dict[str, t.Any] = {}
+        reader = threading.Thread(target=lambda: workers.update(self.workers(release, "status")), daemon=True)
+        if self.cfg["workers"]:
+            reader.start()
         obs["before"] = self._metrics(host, port)
         key = api_key(_read(self.cfg["key_file"]) or "")
         body = json.dumps({"model": release.get("served_model_name", ""), "prompt": "watchdog",
@@ -492,8 +502,9 @@ class Watchdog:
             obs["completion"] = {"ok": False, "seconds": time.monotonic() - start,
                                  "error": "timed out" if isinstance(exc, socket.timeout) else type(exc).__name__}
         obs["after"] = self._metrics(host, port)
-        if not obs["completion"]["ok"]:
-            obs["workers"] = self.workers(release, "status")
+        if not obs["completion"]["ok"] and self.cfg["workers"]:
+            reader.join(timeout=self.cfg["interval"])
+            obs["workers"] = dict(workers)
         return obs
 
     # -- acting
@@ -530,6 +541,9 @@ class Watchdog:
             elif not give_up and not all(s.get("running") for s in answer.values()):
                 problems.append(f"{host}: the worker's engine container did not start")
         if not give_up:
+            if os.path.isdir(self.cfg["models_dir"]):
+                # The last load's weights in the page cache are unified memory the new engine cannot have.
+                evict([self.cfg["models_dir"]])
             problems.append(self.docker.act(head, "start", self.cfg["stop_timeout"]))
         problems = [p for p in problems if p]
         return not problems, "; ".join(problems)
@@ -565,6 +579,10 @@ class Watchdog:
             self.state["waiting_logged"] = self.state.get("next_restart_at")
             self.record({"event": "backoff", "kind": finding, "detail": detail,
                          "wait": round(self.state["next_restart_at"] - now, 1), "restarts": self.state["attempts"]})
+        if action in ("restart", "give_up") and self.stop:
+            self.record({"event": "skipped", "action": action, "kind": finding,
+                         "detail": "the watchdog is stopping (docker stop, teardown): no new action"})
+            action = "none"
         if action in ("restart", "give_up"):
             release = self.release()
             start = time.monotonic()

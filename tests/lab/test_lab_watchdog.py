@@ -24,7 +24,7 @@ KEY = "lab-api-key-not-a-secret"
 INTERVAL = 3.0
 MAX_RESTARTS = 2
 WATCH = ["-e", f"watchdog_interval={INTERVAL}", "-e", f"watchdog_max_restarts={MAX_RESTARTS}",
-         "-e", "watchdog_backoff_base=2", "-e", "watchdog_load_timeout=120"]
+         "-e", "watchdog_backoff_base=2", "-e", "watchdog_load_timeout=120", "-e", "watchdog_stable_seconds=10"]
 EVENTS = "/var/lib/dgxspark/watchdog/events.jsonl"
 HEAD, WORKER = "dgxspark-ray-head", "dgxspark-ray-worker"
 
@@ -183,8 +183,14 @@ def test_both_nodes_restarted_head_last_serve_again_without_ansible(deployed):
     assert restarts == [], restarts  # the reboot needed no recovery: a loading engine is left alone
 
 
+def watchdog_state():
+    return json.loads(node_exec(node(1), "cat", "/var/lib/dgxspark/watchdog/state.json", check=False).stdout or "{}")
+
+
 def test_a_cluster_that_can_never_start_stops_at_the_cap(deployed):
     wait_for("a healthy cluster", completion, 120)
+    # Answers for watchdog_stable_seconds forget the restarts of the tests before: the cap is counted from 0.
+    wait_for("the restarts forgotten", lambda: watchdog_state().get("attempts") == 0, 60)
     since = time.time()
     # The engine now fails at import on every start (the writable layer of the head's container survives restarts).
     node_exec(node(1), "docker", "exec", HEAD, "sh", "-c",

@@ -87,3 +87,13 @@ def test_a_missing_container_is_reported_not_created(R):
     answer = R.do_engine(api, {"v": 2, "op": "engine", "action": "start", "containers": ["dgxspark-vllm"]}, {})
     assert answer == {"v": 2, "ok": True, "action": "start", "containers": {"dgxspark-vllm": {"exists": False}}}
     assert api.calls == []
+
+
+def test_a_start_evicts_the_models_root_from_the_page_cache_first(R, tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "model.safetensors").write_bytes(b"x" * 4096)
+    api = FakeAPI({"dgxspark-vllm": (ENGINE, True)})
+    answer = R.do_engine(api, {"v": 2, "op": "engine", "action": "restart", "containers": ["dgxspark-vllm"]},
+                         {"models_root": str(tmp_path)})
+    assert answer["evicted"] == {"files": 1, "bytes": 4096}
+    assert api.calls == [("stop", "dgxspark-vllm", 30), ("start", "dgxspark-vllm")]
