@@ -372,7 +372,7 @@ class Docker:
 
 
 def http_call(host: str, port: int, method: str, path: str, timeout: float, body: bytes | None = None,
-         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+              headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request(method, path, body=body, headers=headers or {})
@@ -608,8 +608,8 @@ class Watchdog:
         os.makedirs(self.cfg["state_dir"], exist_ok=True)
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
-        self.record({"event": "started", "detail": f"watching every {self.cfg['interval']:g}s, at most "
-                                                    f"{self.cfg['max_restarts']} restart(s)", "version": VERSION})
+        detail = f"watching every {self.cfg['interval']:g}s, at most {self.cfg['max_restarts']} restart(s)"
+        self.record({"event": "started", "detail": detail, "version": VERSION})
         self.save()
         while not self.stop:
             began = time.monotonic()
