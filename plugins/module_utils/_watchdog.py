@@ -454,7 +454,7 @@ class Watchdog:
     def _metrics(self, host: str, port: int) -> dict[str, float] | None:
         try:
             status, body = http_call(host, port, "GET", "/metrics", min(10.0, self.cfg["completion_timeout"]))
-        except OSError:
+        except (OSError, http.client.HTTPException):
             return None
         return parse_metrics(body.decode(errors="replace")) if status == 200 else None
 
@@ -477,7 +477,7 @@ class Watchdog:
             return obs
         try:
             obs["health"] = http_call(host, port, "GET", "/health", min(10.0, self.cfg["completion_timeout"]))[0]
-        except OSError:
+        except (OSError, http.client.HTTPException):
             obs["health"] = None
         # The workers' engine containers are read alongside the completion (over ssh, a second or so), so that a
         # stall's detection does not wait for them; their states only matter when the completion fails.
@@ -498,7 +498,7 @@ class Watchdog:
             ok = status == 200 and bool(json.loads(answer).get("choices"))
             obs["completion"] = {"ok": ok, "seconds": time.monotonic() - start,
                                  "error": "" if ok else f"HTTP {status}"}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             obs["completion"] = {"ok": False, "seconds": time.monotonic() - start,
                                  "error": "timed out" if isinstance(exc, socket.timeout) else type(exc).__name__}
         obs["after"] = self._metrics(host, port)
@@ -561,7 +561,7 @@ class Watchdog:
         try:
             obs = self.observe()
             finding, detail = diagnose(obs, cfg, self.previous)
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             obs, finding, detail = {"now": time.time()}, "docker_unreachable", f"cannot read the head's Docker: {exc}"
         self.previous = obs.get("container")
         now = time.time()
