@@ -115,9 +115,14 @@ def _container_tasks(path):
 
 def test_one_task_runs_every_engine_container():
     """The Ray head, the Ray workers and the mp ranks all run through roles/ray_cluster/tasks/container.yml: no other
-    task file of the roles starts a container from a spec of its own."""
+    task file of the roles starts a container from a spec of its own. The one other container a role starts is the
+    watchdog, which is no engine container: no GPU, no devices, labelled component watchdog."""
     starters = {str(p.relative_to(ROOT)) for p in ROOT.glob("roles/*/tasks/*.yml") if _container_tasks(p)}
-    assert starters == {"roles/ray_cluster/tasks/container.yml"}
+    assert starters == {"roles/ray_cluster/tasks/container.yml", "roles/watchdog/tasks/present.yml"}
+    (watchdog,) = _container_tasks(ROOT / "roles/watchdog/tasks/present.yml")
+    spec = watchdog["community.docker.docker_container"]
+    assert spec["labels"]["org.dgxspark.vllm.component"] == "watchdog"
+    assert not {"device_requests", "devices", "privileged", "capabilities"} & set(spec)
     for path in ("roles/ray_cluster/tasks/present.yml", "roles/vllm_serve/tasks/mp.yml"):
         text = (ROOT / path).read_text()
         assert "include_tasks: container.yml" in text or "tasks_from: container" in text, path
