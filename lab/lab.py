@@ -105,7 +105,9 @@ HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 BASE_IMAGE = "dgxspark-lab/base:bookworm"
 # Overridable so that labs built from different node recipes can run side by side.
-NODE_IMAGE = os.environ.get("DGXSPARK_LAB_NODE_IMAGE", "dgxspark-lab/node:latest")
+# The tag changes with what the node's init does (3: a boot restores the fabric names, route and RDMA, and starts
+# with the node's weights out of the page cache).
+NODE_IMAGE = os.environ.get("DGXSPARK_LAB_NODE_IMAGE", "dgxspark-lab/node:3")
 TINY_IMAGE = "dgxspark-lab/tiny:latest"
 
 
@@ -655,6 +657,19 @@ def name_links(name: str, twins: list[tuple[str, str]]) -> None:
                 dexec(name, *argv)
 
 
+def write_boot(i: int) -> None:
+    """What node i's init restores when the node restarts, as a Spark's boot does: its fabric links' names (by their
+    addresses), the default route through mgmt, and the RoCE devices (lab/images/node/lab-node-init)."""
+    name = node_name(i)
+    mgmt_ip, _, _ = node_addrs(i)
+    lines = [f"link {ifname} {ip}" for ifname, ip in (node_twins(i) if cluster_size() > 1 else [])]
+    lines.append(f"route {subnet_ip(MGMT_SUBNET, 1)} {mgmt_ip}")
+    if cluster_size() > 1 and nodes_have_rdma([name]):
+        lines.append("rdma - -")
+    dexec(name, "sh", "-c", "mkdir -p /etc/dgxspark-lab && cat > /etc/dgxspark-lab/boot",
+          input_bytes=("\n".join(lines) + "\n").encode())
+
+
 def cmd_cable(args: argparse.Namespace) -> None:
     """Move node N's fabric link onto CX7 port P: its twins take that port's names, the inventory follows."""
     name = node_name(args.node)
@@ -671,6 +686,7 @@ def cmd_cable(args: argparse.Namespace) -> None:
     name_links(name, node_twins(args.node))
     if nodes_have_rdma([name]):
         dexec(name, "/usr/local/sbin/lab-rdma", "setup")  # the GIDs follow the addresses onto the other port's HCAs
+    write_boot(args.node)
     write_inventory(running_nodes())
     log(f"{name}: fabric on port {args.port} ({', '.join(n for n, _ in node_twins(args.node))})")
 
@@ -887,6 +903,8 @@ def cmd_up(args: argparse.Namespace) -> None:
         for name in names:
             # After the fabric addresses are in place: the GIDs carry them.
             dexec(name, "/usr/local/sbin/lab-rdma", "setup")
+    for i in range(1, args.nodes + 1):
+        write_boot(i)
     write_inventory(names)
     preload = [TINY_IMAGE] + [spec for spec in args.load]
     load_images(preload, names)

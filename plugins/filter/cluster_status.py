@@ -61,6 +61,12 @@ options:
     description: The mp backend's container name.
     type: str
     default: dgxspark-vllm
+  watchdog:
+    description:
+      - The watchdog's C(state.json) on the head (a C(slurp) result or the parsed state), as the role
+        C(dgxspark.vllm.watchdog) keeps it. Given, the table ends with the watchdog's line (verdict, restarts of the
+        cap, FAILED after the cap) and its last events; V(null) leaves them out.
+    type: raw
 """
 
 EXAMPLES = r"""
@@ -96,7 +102,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _status
 
 
 def cluster_status(members, cluster="", head="", containers=None, release=None, health=None, metrics=None, ray=None,
-                   head_in_play=True, ray_head_container=_status.RAY_HEAD_CONTAINER, mp_container=_status.MP_CONTAINER):
+                   head_in_play=True, ray_head_container=_status.RAY_HEAD_CONTAINER, mp_container=_status.MP_CONTAINER,
+                   watchdog=None):
     if not isinstance(members, (list, tuple)) or not members:
         raise AnsibleFilterError(f"cluster_status: {cluster or 'the cluster'}: its members must be a non-empty list, are {members!r}")
     if not isinstance(containers, (list, tuple)):
@@ -106,7 +113,7 @@ def cluster_status(members, cluster="", head="", containers=None, release=None, 
     try:
         return _status.table(str(cluster), list(members), head=str(head), containers=list(containers), release=release,
                              health=health, metrics=metrics, ray=ray, head_in_play=bool(head_in_play),
-                             ray_head_container=ray_head_container, mp_container=mp_container)
+                             ray_head_container=ray_head_container, mp_container=mp_container, watchdog=watchdog)
     except _status.StatusError as exc:
         raise AnsibleFilterError(f"cluster_status: {exc}") from exc
 

@@ -13,7 +13,8 @@ description:
   - Returns the text of C(dgxspark-transfer) (the forced command of the fleet's transfer key, installed by
     M(dgxspark.vllm.transfer_trust) through the role C(dgxspark.vllm.node_trust)) or C(dgxspark-launch) (the command
     of the node containers, installed by the role C(dgxspark.vllm.ray_cluster) and baked into images by
-    C(dgxspark.vllm.hybrid_image)).
+    C(dgxspark.vllm.hybrid_image)), or C(dgxspark-watchdog) (the program of the watchdog container on each
+    cluster's head, installed by the role C(dgxspark.vllm.watchdog)).
   - Each is one python3 file that embeds, verbatim, the collection's module_utils the program is made of (the same
     code the modules use for the relay protocol, the model manifests and the Ray output parsing) and runs with the
     standard library alone.
@@ -21,7 +22,7 @@ description:
     roles' idempotence and the containers' fingerprints rely on it).
 options:
   _terms:
-    description: Program names, C(dgxspark-transfer) or C(dgxspark-launch).
+    description: Program names, C(dgxspark-transfer), C(dgxspark-launch) or C(dgxspark-watchdog).
     type: list
     elements: str
     required: true

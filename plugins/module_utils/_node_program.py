@@ -31,6 +31,7 @@ PACKAGE = "ansible_collections.dgxspark.vllm.plugins.module_utils"
 PROGRAMS = {
     "dgxspark-transfer": ("_transfer_node", "main(sys.argv)"),
     "dgxspark-launch": ("_launcher", "main(sys.argv[1:])"),
+    "dgxspark-watchdog": ("_watchdog", "main(sys.argv[1:])"),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 

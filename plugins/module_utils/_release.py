@@ -406,3 +406,33 @@ def prune_images(listed: t.Sequence[str], keep_names: t.Sequence[str], keep_ids:
             continue
         remove.append(name)
     return remove
+
+
+def lone_models(records: t.Mapping[str, t.Mapping[str, t.Any]]) -> list[str]:
+    """What a rollout says before it starts: the models one cluster alone serves, whose switch refuses them.
+
+    RECORDS maps each cluster to ``{"release": release.json or {}, "rollout": rollout.json or {}}`` read from its head.
+    Returns one sentence per model served by exactly one cluster, with how long that cluster's last switch took
+    (the rollout record's switch window), in the order of the clusters' names.
+    """
+    serving: dict[str, list[str]] = {}
+    for cluster in sorted(records):
+        release = (records[cluster] or {}).get("release") or {}
+        name = release.get("served_model_name") or release.get("model")
+        if name:
+            serving.setdefault(str(name), []).append(cluster)
+    said = []
+    for name, clusters in serving.items():
+        if len(clusters) != 1:
+            continue
+        cluster = clusters[0]
+        rollout = (records[cluster] or {}).get("rollout") or {}
+        try:
+            took = float(rollout["switch_ended"]) - float(rollout["switch_started"])
+        except (KeyError, TypeError, ValueError):
+            took = None
+        last = (f"its last switch took {took:.0f} s" if took is not None and took >= 0
+                else "no switch of it is on record yet; on real Sparks a model load takes 10-15 minutes")
+        said.append(f"{name} is served by {cluster} alone: while {cluster} switches, requests for {name} are refused "
+                    f"({last}). Serve {name} on a second cluster to roll without refusing any.")
+    return said

@@ -14,6 +14,7 @@ import base64
 import binascii
 import json
 import re
+import time
 import typing as t
 
 RAY_HEAD_CONTAINER = "dgxspark-ray-head"
@@ -122,14 +123,41 @@ def rows(members: t.Sequence[str], containers: t.Sequence[t.Any]) -> list[str]:
     return out
 
 
+def _event_text(event: t.Mapping[str, t.Any]) -> str:
+    parts = [str(event.get("event", "?"))]
+    for key in ("kind", "action", "result", "restart", "restarts", "duration", "since_restart", "error", "detail"):
+        value = event.get(key)
+        if value not in (None, ""):
+            parts.append(f"{key}={value}")
+    when = event.get("time")
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(when))) if isinstance(when, (int, float)) else "?"
+    return f"{stamp} " + " ".join(parts)
+
+
+def watchdog_lines(state: t.Any, events: int = 5) -> list[str]:
+    """The watchdog's line (verdict, restarts of the cap, failed) and its last EVENTS events, from its state.json
+    (a slurp result or the parsed state); one line saying there is none when the head has no watchdog state."""
+    record = release_record(state) if isinstance(state, t.Mapping) and "content" in state else dict(state or {})
+    if not record or "verdict" not in record:
+        return ["  watchdog: none on the head"]
+    line = (f"  watchdog: {'FAILED' if record.get('failed') else record.get('verdict')}"
+            f" ({record.get('detail') or 'no detail'}); restarts {record.get('attempts', 0)} of"
+            f" {record.get('max_restarts', '?')}, every {record.get('interval', '?')}s")
+    if record.get("last_check"):
+        line += ", last look " + time.strftime("%H:%M:%SZ", time.gmtime(float(record["last_check"])))
+    return [line] + [f"    {_event_text(e)}" for e in (record.get("last_events") or [])[-events:]
+                     if isinstance(e, t.Mapping)]
+
+
 def table(cluster: str, members: t.Sequence[str], *, head: str, containers: t.Sequence[t.Any], release: t.Any = None,
           health: t.Any = None, metrics: t.Any = None, ray: t.Mapping[str, t.Any] | None = None,
           head_in_play: bool = True, ray_head_container: str = RAY_HEAD_CONTAINER,
-          mp_container: str = MP_CONTAINER) -> list[str]:
+          mp_container: str = MP_CONTAINER, watchdog: t.Any = None) -> list[str]:
     """The cluster's table: ``<cluster>: <summary>``, then a row for every member in order.
 
     ``containers`` lists each member's containers (``docker_host_info``'s ``containers``), in the order of
     ``members``. A head that dropped out of the play (``head_in_play`` false) has no summary: the line says so.
+    ``watchdog``: the watchdog's ``state.json`` on the head (slurp result or parsed; None leaves its lines out).
     """
     members = [str(m) for m in members]
     if head not in members:
@@ -142,4 +170,7 @@ def table(cluster: str, members: t.Sequence[str], *, head: str, containers: t.Se
         line = summary(engine_, health, metrics, ray, len(members))
     else:
         line = f"not serving; Ray: not running ({HEAD_UNREACHABLE})"
-    return [f"{cluster}: {line}"] + rows(members, containers)
+    lines = [f"{cluster}: {line}"] + rows(members, containers)
+    if watchdog is not None and head_in_play:
+        lines += watchdog_lines(watchdog)
+    return lines

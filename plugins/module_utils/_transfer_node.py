@@ -12,7 +12,7 @@ dgxspark.vllm.node_trust installs it on every node as ``dgxspark-transfer``, a s
 A peer that logs in with the fleet's transfer key gets this program and nothing else
 (``restrict,from=<fabric addresses>,command="python3 dgxspark-transfer CONFIG"`` in
 authorized_keys). The command line the client sent (SSH_ORIGINAL_COMMAND) is ignored:
-the request is the first line of stdin, a JSON object, and only three requests exist:
+the request is the first line of stdin, a JSON object, and these are the requests:
 
 ``inspect``  {"v": 1, "op": "inspect", "image": REF, "image_id": ID}
     Answers one JSON line: this engine's image store, the free bytes of its Docker
@@ -52,6 +52,15 @@ from the configuration file (``models_root``, written by node_trust), never from
     (atomic per file), then the ``delete`` paths are removed. A cut stream, a wrong hash or a
     signal removes the part files and leaves the existing files as they were.
 
+Protocol 2 also carries one request that is not a transfer, for the watchdog on the cluster's head
+(dgxspark.vllm.watchdog), which recovers the whole cluster with the credential the cluster already holds:
+
+``engine``  {"v": 2, "op": "engine", "action": ACTION, "containers": [NAME, ...]}
+    ACTION is ``status``, ``stop``, ``start`` or ``restart``. Each NAME must be one of this node's engine
+    containers, by name (``engine_containers`` in the configuration, the collection's default names otherwise)
+    and by label (``org.dgxspark.vllm.component`` ``ray`` or ``vllm``): no other container, image or option can be
+    named. Answers one JSON line with each container's state after the action.
+
 No shell is involved anywhere: the next hop is reached with the relay's ssh argv. Standard library only (the
 docker SDK, python3-docker on the node, is imported when an image request needs it).
 """
@@ -73,6 +82,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._model_files import 
     PathError, cache_key, check_relpath, load_cache, manifest, model_dir, part_name, save_cache, stale_parts,
     target_file, within,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils._unified_memory import evict
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
     CONTENT_LABEL, FRAME, IMAGE_ID_RE, MAX_FRAME, MAX_HEADER, PROTOCOL, PROTOCOLS, Hop, chain_results, image_summary,
     read_exact, read_full, ssh_argv, store_of,
@@ -80,6 +90,12 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
 
 IMAGE_OPS = ("inspect", "tag", "receive")
 FILES_OPS = ("files_inspect", "files_receive")
+ENGINE_ACTIONS = ("status", "stop", "start", "restart")
+# The engine containers' default names (ray_cluster_head_container, ray_cluster_worker_container,
+# vllm_serve_mp_container) and the components whose label they carry.
+ENGINE_CONTAINERS = ("dgxspark-ray-head", "dgxspark-ray-worker", "dgxspark-vllm")
+ENGINE_COMPONENTS = ("ray", "vllm")
+ENGINE_STOP_TIMEOUT = 30
 # repository[:tag], the way Docker accepts it (lower-case path components, optional registry with port).
 REF_RE = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
                     r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
@@ -114,6 +130,10 @@ def validate_request(req):
     if not isinstance(req, dict) or type(req.get("v")) is not int or req.get("v") not in PROTOCOLS:  # pylint: disable=unidiomatic-typecheck
         raise RequestError(f"unsupported request (this relay speaks protocols {PROTOCOLS[0]} to {PROTOCOL})")
     op = req.get("op")
+    if op == "engine":
+        if req["v"] < 2:
+            raise RequestError("engine needs protocol 2")
+        return validate_engine_request(req)
     if op in FILES_OPS:
         if req["v"] < 2:
             raise RequestError(f"{op} needs protocol 2")
@@ -138,6 +158,25 @@ def validate_request(req):
     out["ref"] = ref
     out["next"] = clean
     return out
+
+
+def validate_engine_request(req, allowed=ENGINE_CONTAINERS):
+    """An ``engine`` request: a known action on containers among ALLOWED, nothing else; RequestError otherwise."""
+    extra = sorted(set(req) - {"v", "op", "action", "containers", "name"})
+    if extra:
+        raise RequestError(f"engine takes no {', '.join(extra)}")
+    action = req.get("action")
+    if action not in ENGINE_ACTIONS:
+        raise RequestError(f"engine action must be one of {', '.join(ENGINE_ACTIONS)} (is {action!r:.40})")
+    names = req.get("containers")
+    if not isinstance(names, list) or not names or len(names) > len(allowed):
+        raise RequestError("engine needs a list of container names")
+    for name in names:
+        if not isinstance(name, str) or name not in allowed:
+            raise RequestError(f"{name!r:.80} is not an engine container of this node (allowed: {', '.join(allowed)})")
+    if len(set(names)) != len(names):
+        raise RequestError("a container is named twice")
+    return {"v": req["v"], "op": "engine", "action": action, "containers": list(names), "name": req.get("name")}
 
 
 def validate_hops(hops, paths=None):
@@ -347,6 +386,56 @@ def do_tag(api, req):
     repo, tag = split_ref(req["ref"])
     api.tag(req["image_id"], repo, tag, force=True)
     return {"v": PROTOCOL, "ok": True, "action": "tag"}
+
+
+def engine_allowed(config):
+    """The engine container names this node's configuration allows (the collection's defaults without one)."""
+    names = config.get("engine_containers") or list(ENGINE_CONTAINERS)
+    if not isinstance(names, list) or not all(isinstance(n, str) and NAME_RE.match(n) for n in names):
+        raise RequestError("engine_containers in the configuration must be a list of container names")
+    return tuple(names)
+
+
+def container_state(info):
+    """What an engine request reports of a container (``docker inspect`` output): no environment, no command."""
+    state = info.get("State") or {}
+    return {"exists": True, "running": bool(state.get("Running")), "status": state.get("Status"),
+            "started_at": state.get("StartedAt"), "exit_code": state.get("ExitCode"),
+            "restart_count": info.get("RestartCount", 0)}
+
+
+def _running(api, name):
+    return bool((api.inspect_container(name).get("State") or {}).get("Running"))
+
+
+def do_engine(api, req, config):
+    """Act on this node's engine containers, checked by name and label; the state of each after the action."""
+    req = validate_engine_request(req, engine_allowed(config))
+    result = {"v": PROTOCOL, "ok": True, "action": req["action"], "containers": {}}
+    for name in req["containers"]:
+        try:
+            info = api.inspect_container(name)
+        except Exception as exc:  # pylint: disable=broad-except
+            if getattr(getattr(exc, "response", None), "status_code", None) == 404:
+                result["containers"][name] = {"exists": False}
+                continue
+            raise
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        if labels.get("org.dgxspark.vllm.component") not in ENGINE_COMPONENTS:
+            result["ok"] = False
+            result["error"] = f"{name} is not an engine container of the collection (label org.dgxspark.vllm.component)"
+            return result
+        if req["action"] in ("stop", "restart"):
+            api.stop(name, timeout=int(config.get("engine_stop_timeout", ENGINE_STOP_TIMEOUT)))
+        if req["action"] in ("start", "restart"):
+            root = config.get("models_root")
+            if isinstance(root, str) and root.startswith("/") and not _running(api, name):
+                # A restarted engine loads its weights again: what the last load left in the page cache is unified
+                # memory the new engine cannot have (vllm_serve evicts them before a start; so does this request).
+                result["evicted"] = evict([root])
+            api.start(name)
+        result["containers"][name] = container_state(api.inspect_container(name))
+    return result
 
 
 class Loader(threading.Thread):
@@ -727,6 +816,10 @@ def main(argv):
         if req["op"] == "files_receive":
             return do_files_receive(req, config, stdin)
         api = docker_client(config)
+        if req["op"] == "engine":
+            answer = do_engine(api, req, config)
+            emit(answer)
+            return 0 if answer["ok"] else 1
         if req["op"] == "inspect":
             emit(do_inspect(api, req))
             return 0

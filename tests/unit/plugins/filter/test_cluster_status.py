@@ -165,3 +165,28 @@ def test_status_engine_refuses_a_non_list():
         F["status_engine"](RELEASE, containers="dgxspark-ray-head")
     with pytest.raises(AnsibleFilterError, match="the release must be"):
         F["status_engine"]("release.json", containers=[])
+
+
+WATCHDOG = {"cluster": "pair1", "verdict": "ok", "detail": "completion answered in 0.01s", "attempts": 1,
+            "max_restarts": 3, "interval": 30.0, "failed": False, "last_check": 0.0,
+            "last_events": [{"time": 60.0, "cluster": "pair1", "event": "detected", "kind": "stall", "restarts": 0,
+                             "detail": "/health 200 but no answer"},
+                            {"time": 61.5, "cluster": "pair1", "event": "action", "action": "restart", "restart": 1,
+                             "result": "done", "duration": 12.5, "error": ""}]}
+
+
+def test_the_watchdog_line_and_its_last_events_close_the_table():
+    lines = table(watchdog=slurped(WATCHDOG))
+    assert lines[3:] == [
+        "  watchdog: ok (completion answered in 0.01s); restarts 1 of 3, every 30.0s",
+        "    1970-01-01T00:01:00Z detected kind=stall restarts=0 detail=/health 200 but no answer",
+        "    1970-01-01T00:01:01Z action action=restart result=done restart=1 duration=12.5",
+    ]
+
+
+def test_a_failed_cluster_and_a_head_without_watchdog():
+    failed = dict(WATCHDOG, failed=True, verdict="failed", attempts=3, last_events=[], last_check=None)
+    assert table(watchdog=failed)[3] == "  watchdog: FAILED (completion answered in 0.01s); restarts 3 of 3, every 30.0s"
+    missing = {"failed": True, "msg": "file not found: /var/lib/dgxspark/watchdog/state.json"}
+    assert table(watchdog=missing)[3:] == ["  watchdog: none on the head"]
+    assert len(table()) == 3  # without the option, no watchdog line

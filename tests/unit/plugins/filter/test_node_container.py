@@ -115,10 +115,22 @@ def _container_tasks(path):
 
 def test_one_task_runs_every_engine_container():
     """The Ray head, the Ray workers and the mp ranks all run through roles/ray_cluster/tasks/container.yml: no other
-    task file of the roles starts a container from a spec of its own."""
+    task file of the roles starts a container from a spec of its own. The other containers roles start are the watchdog
+    and the gateway's HAProxy, which are no engine containers: no GPU, no devices, labelled with their component."""
     starters = {str(p.relative_to(ROOT)) for p in ROOT.glob("roles/*/tasks/*.yml") if _container_tasks(p)}
-    # The gateway's HAProxy containers (the gateway and each head's door) are no engine: one task of its own runs them.
-    assert starters == {"roles/ray_cluster/tasks/container.yml", "roles/gateway/tasks/apply.yml"}
+    # The other containers roles start are no engine containers: the watchdog, and the gateway's HAProxy (the
+    # gateway and each head's door, one task of its own) - no GPU, no devices, labelled with their component.
+    assert starters == {"roles/ray_cluster/tasks/container.yml", "roles/watchdog/tasks/present.yml",
+                        "roles/gateway/tasks/apply.yml"}
+    (watchdog,) = _container_tasks(ROOT / "roles/watchdog/tasks/present.yml")
+    spec = watchdog["community.docker.docker_container"]
+    assert spec["labels"]["org.dgxspark.vllm.component"] == "watchdog"
+    assert not {"device_requests", "devices", "privileged", "capabilities"} & set(spec)
+    (haproxy,) = _container_tasks(ROOT / "roles/gateway/tasks/apply.yml")
+    spec = haproxy["community.docker.docker_container"]
+    assert spec["labels"]["org.dgxspark.vllm.component"] == "{{ gateway_apply_component }}"
+    assert not {"device_requests", "devices", "privileged", "capabilities"} & set(spec)
+    assert spec["cap_drop"] == ["ALL"] and spec["read_only"] is True
     for path in ("roles/ray_cluster/tasks/present.yml", "roles/vllm_serve/tasks/mp.yml"):
         text = (ROOT / path).read_text()
         assert "include_tasks: container.yml" in text or "tasks_from: container" in text, path

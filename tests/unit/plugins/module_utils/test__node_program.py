@@ -18,8 +18,9 @@ def test_the_same_sources_give_the_same_bytes():
 
 
 def test_each_program_embeds_its_module_and_what_it_imports_verbatim():
-    assert [m for m, _source in np.modules("_transfer_node")] == ["_relay", "_model_files", "_transfer_node"]
+    assert [m for m, _source in np.modules("_transfer_node")] == ["_relay", "_model_files", "_unified_memory", "_transfer_node"]
     assert [m for m, _source in np.modules("_launcher")] == ["_ray", "_launcher"]
+    assert [m for m, _source in np.modules("_watchdog")] == ["_relay", "_unified_memory", "_watchdog"]
     text = np.build("dgxspark-launch")
     namespace = {"__name__": "not_main"}
     exec(compile(text, "dgxspark-launch", "exec"), namespace)  # pylint: disable=exec-used
@@ -28,6 +29,7 @@ def test_each_program_embeds_its_module_and_what_it_imports_verbatim():
 
 @pytest.mark.parametrize("program, args, out", [
     ("dgxspark-launch", ["version"], "1.2.0\n"),
+    ("dgxspark-watchdog", ["version"], "1.0.0\n"),
     ("dgxspark-transfer", [], ""),
 ])
 def test_the_built_file_runs_alone_with_python3_isolated(tmp_path, program, args, out):

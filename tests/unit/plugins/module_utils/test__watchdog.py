@@ -1,0 +1,161 @@
+"""The watchdog's decisions: what a look at the cluster means, when to restart, the backoff and the cap."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _watchdog as wd
+
+CFG = wd.load_config({"cluster": "pair1", "interval": 5, "completion_timeout": 5, "load_timeout": 100,
+                      "max_restarts": 2, "backoff_base": 10, "backoff_max": 25, "stable_seconds": 60})
+NOW = 1_000_000.0
+RUNNING = {"exists": True, "running": True, "status": "running", "exit_code": 0, "started_at": NOW - 500,
+           "restart_count": 0}
+
+
+def obs(**over):
+    base = {"now": NOW, "release": True, "container": dict(RUNNING), "listening": True, "health": 200,
+            "completion": {"ok": False, "seconds": 5.0, "error": "timed out"},
+            "before": {"generation_tokens": 40.0, "running": 1.0, "waiting": 2.0},
+            "after": {"generation_tokens": 40.0, "running": 1.0, "waiting": 3.0}, "workers": {}}
+    base.update(over)
+    return base
+
+
+def test_health_200_no_answer_no_progress_is_a_stall():
+    finding, detail = wd.diagnose(obs(), CFG)
+    assert finding == "stall"
+    assert detail == ("/health 200 but the completion did not answer within 5s (timed out) and no token was "
+                      "generated (1 running, 3 waiting)")
+
+
+def test_no_answer_while_tokens_are_generated_is_busy_not_a_stall():
+    finding, detail = wd.diagnose(obs(after={"generation_tokens": 52.0, "running": 4.0, "waiting": 9.0}), CFG)
+    assert (finding, detail) == ("busy", "the completion did not answer within 5s but the engine generated 12 tokens "
+                                         "meanwhile")
+
+
+def test_an_answered_completion_is_ok():
+    assert wd.diagnose(obs(completion={"ok": True, "seconds": 0.25}), CFG) == ("ok", "completion answered in 0.25s")
+
+
+def test_a_fresh_engine_that_does_not_listen_yet_is_loading_until_the_load_timeout():
+    fresh = dict(RUNNING, started_at=NOW - 30)
+    assert wd.diagnose(obs(container=fresh, listening=False), CFG)[0] == "loading"
+    old = dict(RUNNING, started_at=NOW - 101)
+    assert wd.diagnose(obs(container=old, listening=False), CFG) == (
+        "load_timeout", "the engine does not listen 100s after its start")
+
+
+def test_engine_gone_exited_or_restarted_by_docker():
+    assert wd.diagnose(obs(container={"exists": False}), CFG)[0] == "engine_gone"
+    exited = dict(RUNNING, running=False, status="exited", exit_code=1)
+    assert wd.diagnose(obs(container=exited), CFG) == ("engine_exited", "the engine container is exited (exit code 1)")
+    again = dict(RUNNING, restart_count=3, started_at=NOW - 2)
+    finding, detail = wd.diagnose(obs(container=again), CFG, previous=dict(RUNNING, restart_count=2))
+    assert (finding, detail) == ("engine_exited", "the engine exited and Docker restarted it (restart count 2 -> 3)")
+    # The same start seen again is not a new restart.
+    assert wd.diagnose(obs(container=again), CFG, previous=dict(again))[0] == "stall"
+
+
+def test_a_worker_container_down_makes_it_a_dead_rank():
+    finding, detail = wd.diagnose(obs(workers={"spark-2": {"dgxspark-ray-worker": {"exists": True, "running": False,
+                                                                                   "status": "exited"}}}), CFG)
+    assert finding == "dead_rank" and detail.endswith("worker engine container(s) down: spark-2 dgxspark-ray-worker exited")
+
+
+def test_no_release_is_idle_and_unhealthy_health_is_a_fault():
+    assert wd.diagnose({"now": NOW, "release": False}, CFG)[0] == "idle"
+    assert wd.diagnose(obs(health=503), CFG)[0] == "unhealthy"
+
+
+def test_backoff_doubles_up_to_the_maximum_and_the_first_restart_is_immediate():
+    assert [wd.backoff(n, CFG) for n in range(5)] == [0.0, 10.0, 20.0, 25.0, 25.0]
+
+
+def test_restarts_are_spaced_by_the_backoff_then_capped_then_nothing():
+    state = wd.new_state("pair1")
+    action, events = wd.decide(state, "stall", "d", CFG, NOW)
+    assert action == "restart" and [e["event"] for e in events] == ["detected"]
+    state["attempts"], state["last_restart_at"] = 1, NOW
+    assert wd.decide(state, "engine_exited", "d", CFG, NOW + 9) == ("wait", [])  # the incident is already open
+    assert state["next_restart_at"] == NOW + 10
+    assert wd.decide(state, "engine_exited", "d", CFG, NOW + 10)[0] == "restart"
+    state["attempts"], state["last_restart_at"] = 2, NOW + 10
+    assert wd.decide(state, "engine_exited", "d", CFG, NOW + 11)[0] == "give_up"  # at the cap: no backoff wait
+    state["failed"] = True
+    assert wd.decide(state, "engine_exited", "d", CFG, NOW + 500) == ("none", [])
+    assert state["verdict"] == "failed"
+
+
+def test_loading_and_busy_do_nothing_and_an_answer_closes_the_incident_with_its_duration():
+    state = wd.new_state("pair1")
+    wd.decide(state, "stall", "d", CFG, NOW)
+    state["attempts"], state["last_restart_at"] = 1, NOW + 1
+    assert wd.decide(state, "loading", "d", CFG, NOW + 5) == ("none", [])
+    assert wd.decide(state, "busy", "d", CFG, NOW + 6) == ("none", [])
+    action, events = wd.decide(state, "ok", "completion answered in 0.10s", CFG, NOW + 20)
+    assert action == "none" and events == [{"event": "recovered", "kind": "stall", "detail": "completion answered in 0.10s",
+                                            "duration": 20.0, "since_restart": 19.0, "restarts": 1}]
+    assert state["incident"] is None and state["attempts"] == 1
+    # Answers for stable_seconds forget the restarts.
+    assert wd.decide(state, "ok", "x", CFG, NOW + 79)[1] == []
+    assert wd.decide(state, "ok", "x", CFG, NOW + 80)[1][0]["event"] == "stable" and state["attempts"] == 0
+
+
+def test_a_failed_cluster_that_answers_again_is_serving_again():
+    state = dict(wd.new_state("pair1"), failed=True, attempts=2)
+    action, events = wd.decide(state, "ok", "x", CFG, NOW)
+    assert action == "none" and [e["event"] for e in events] == ["serving_again"]
+    assert state["failed"] is False and state["attempts"] == 0
+
+
+def test_maintenance_acts_on_nothing():
+    state = wd.new_state("pair1")
+    assert wd.decide(state, "engine_gone", "d", CFG, NOW, maintenance=True) == ("none", [])
+    assert state["verdict"] == "maintenance" and state["incident"] is None
+
+
+@pytest.mark.parametrize("text,mtime,now,expected", [
+    (None, None, NOW, False),
+    (json.dumps({"reason": "rollout", "until": NOW + 1}), NOW - 10, NOW, True),
+    (json.dumps({"reason": "rollout", "until": NOW - 1}), NOW - 10, NOW, False),
+    ("garbage", NOW - 3599, NOW, True),
+    ("garbage", NOW - 3601, NOW, False),
+])
+def test_maintenance_marker(text, mtime, now, expected):
+    assert wd.maintenance_active(text, mtime, now) is expected
+
+
+def test_metrics_are_summed_over_label_sets():
+    text = ('# HELP vllm:generation_tokens_total x\n'
+            'vllm:generation_tokens_total{engine="0",model_name="m"} 120.0\n'
+            'vllm:generation_tokens_total{engine="1",model_name="m"} 5\n'
+            'vllm:num_requests_running{engine="0",model_name="m"} 2.0\n'
+            'vllm:num_requests_waiting{engine="0",model_name="m"} 7.0\n'
+            'vllm:num_requests_waiting_by_reason{reason="x"} 3\n')
+    assert wd.parse_metrics(text) == {"generation_tokens": 125.0, "running": 2.0, "waiting": 7.0}
+
+
+def test_docker_times_endpoint_and_key():
+    assert wd.docker_time("1970-01-01T00:00:10.500000000Z") == 10.5
+    assert wd.docker_time("0001-01-01T00:00:00Z") is None
+    assert wd.endpoint({"endpoint": {"host": "0.0.0.0", "port": 8000}}) == ("127.0.0.1", 8000)
+    assert wd.endpoint({"endpoint": {"host": "10.0.0.11", "port": "8001"}}) == ("10.0.0.11", 8001)
+    assert wd.endpoint({}) is None
+    assert wd.api_key("# c\nVLLM_API_KEY=abc=d\n") == "abc=d" and wd.api_key("") == ""
+
+
+@pytest.mark.parametrize("data,message", [
+    ({}, "cluster must name the cluster"),
+    ({"cluster": "p", "interval": 0}, "interval must be positive (is 0.0)"),
+    ({"cluster": "p", "max_restarts": -1}, "max_restarts must be a whole number >= 0 (is -1)"),
+    ({"cluster": "p", "workers": [{"host": "w"}]}, "workers must be a list of {host, ip} (their fabric addresses)"),
+    ({"cluster": "p", "workers": [{"host": "w", "ip": "1.2.3.4"}]}, "ssh needs key and known_hosts when the cluster has workers"),
+    ({"cluster": "p", "containers": {"ray": {"head": "a b", "worker": "w"}}}, "containers must map ray and mp"),
+])
+def test_bad_configurations_are_named(data, message):
+    with pytest.raises(wd.ConfigError, match="^" + message.replace("{", r"\{").replace("}", r"\}").replace("(", r"\(").replace(")", r"\)")):
+        wd.load_config(data)
