@@ -216,8 +216,8 @@ def test_fleet_deploy_serves_every_pair(fleet):
                          rf" Ray 2/2 nodes alive \({re.escape(fabric_ip(head))}, {re.escape(fabric_ip(head + 1))}\),"
                          r" GPUs 0\.0 free of 2\.0, Ray [0-9.]+\b", status), status[-3000:]
         # The head runs its door beside the engine (the gateways' way in).
-        assert re.search(rf"{node(head)} (/dgxspark-door, /dgxspark-ray-head|/dgxspark-ray-head, /dgxspark-door) Up",
-                         status), status[-3000:]
+        row = re.search(rf"{node(head)} ((?:/dgxspark-[a-z-]+, )*/dgxspark-[a-z-]+) Up", status)
+        assert row and {"/dgxspark-ray-head", "/dgxspark-door"} <= set(row.group(1).split(", ")), status[-3000:]
         assert f"{node(head + 1)} /dgxspark-ray-worker Up" in status
 
 
