@@ -97,6 +97,14 @@ others:
   returned: always
   type: dict
   sample: {model_qwen3-30b-a3b: [pair2]}
+alone:
+  description:
+    - When draining or taking the cluster out, the backends (models) in which no other cluster was up and ready at that
+      moment, whose requests fail until it is admitted again (also given as a warning).
+  returned: always
+  type: list
+  elements: str
+  sample: []
 waited:
   description: Seconds spent waiting for the state to hold.
   returned: always
@@ -134,11 +142,11 @@ def main() -> None:
                              servers=[], others={}, waited=0.0)
         before = {s["backend"]: s["admin"] for s in servers}
         changed = state is not None and any(admin != state for admin in before.values())
-        if state in ("drain", "maint"):
-            for backend, names in others.items():
-                if not names:
-                    module.warn(f"{server} is, right now, the only cluster serving {backend} at the gateway: requests for "
-                                f"it fail until {server} is admitted again")
+        alone = sorted(backend for backend, names in others.items() if not names) if state in ("drain", "maint") else []
+        if alone:
+            for backend in alone:
+                module.warn(f"{server} is, right now, the only cluster serving {backend} at the gateway: requests for "
+                            f"it fail until {server} is admitted again")
         waited = 0.0
         if changed and not module.check_mode:
             for entry in servers:
@@ -170,7 +178,7 @@ def main() -> None:
     except GatewayError as exc:
         module.fail_json(msg=f"{server}: {exc}")
     after = {s["backend"]: s["admin"] for s in servers}
-    module.exit_json(changed=changed, servers=servers, others=others, waited=round(waited, 1),
+    module.exit_json(changed=changed, servers=servers, others=others, alone=alone, waited=round(waited, 1),
                      diff={"before": before, "after": after})
 
 

@@ -30,6 +30,7 @@ NODES = 4
 BASE = "lab/vllm-node:0.14"
 NEW = "lab/vllm-node:0.14-r2"        # the next release: same engine, another image
 BROKEN = "lab/vllm-node:0.14-bad"    # passes the hybrid gates, dies when vllm serve starts
+NEXT = "lab/vllm-node:0.14-r3"       # the release after NEW, rolled over both pairs
 MODEL = "Qwen/Qwen3-30B-A3B"
 SERVED = "qwen3-30b-a3b"
 KEY = "lab-api-key-not-a-secret"
@@ -95,6 +96,44 @@ def through_gateway(method, path, key=None, body=None, timeout=30.0):
         return status, json.loads(raw)
     except ValueError:
         return status, raw.decode(errors="replace")
+
+
+class GatewayClient:
+    """One client of the fleet: a 1-token completion through the gateway every quarter second, from a thread."""
+
+    def __init__(self, model=SERVED, period=0.25):
+        self.model, self.period = model, period
+        self.results = []                # (sent at, answered, status)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        body = {"model": self.model, "prompt": "canary", "max_tokens": 1, "temperature": 0}
+        while not self.stop.is_set():
+            sent = time.time()
+            try:
+                status, answer = through_gateway("POST", "/v1/completions", key=KEY, body=body, timeout=120)
+            except OSError as exc:          # the gateway itself did not answer
+                status, answer = type(exc).__name__, {}
+            ok = status == 200 and isinstance(answer, dict) and bool(answer.get("choices"))
+            self.results.append((sent, ok, status))
+            self.stop.wait(self.period)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=150)
+
+    def report(self, event):
+        """Print and return (sent, answered, failed)."""
+        sent, answered = len(self.results), sum(ok for _t, ok, _s in self.results)
+        failures = sorted({str(s) for _t, ok, s in self.results if not ok})
+        print(f"through the gateway during {event}: sent {sent}, answered {answered}, failed {sent - answered}"
+              + (f" (status {', '.join(failures)})" if failures else ""))
+        return sent, answered, sent - answered
 
 
 class Canary:
@@ -346,10 +385,12 @@ def rollout_with_a_moved_tag(before, old_id, tmp_path):
     load_into(NEW, 1)
     load_into(BROKEN, 3)
     override = images_file(tmp_path, NEW, BROKEN)
-    with Canary(list(HEADS)) as canary:
+    with GatewayClient() as client, Canary(list(HEADS)) as canary:
         proc = play(ROLLOUT, inventory_extra=override)
         time.sleep(2)
     text = flat(proc)
+    sent, _answered, failed = client.report("a rollout whose new image fails on pair2 (rolled back)")
+    assert sent > 20 and failed == 0, (sent, failed)
     assert proc.returncode != 0
     assert "pair2: the new release (" in text and "did not serve:" in text, text[-6000:]
     windows = {}
@@ -374,9 +415,64 @@ def rollout_with_a_moved_tag(before, old_id, tmp_path):
         assert sent > 0 and answered > 0 and outside == 0, (pair, counts[pair])
 
 
-# After the rollout test pair1 serves NEW and pair2 BASE: the deploys below name exactly that, so a deploy is a
-# no-op on the pair the fault does not touch.
-AFTER = (NEW, BASE)
+def test_a2_a_rollout_over_both_pairs_through_the_gateway_fails_no_request(fleet, tmp_path):
+    """Both pairs serve SERVED; a new release (NEXT) rolls over both, each drained at the gateway before its switch,
+    while one client sends through the gateway for the whole rollout: not one request fails."""
+    run(["docker", "build", "-q", "-t", NEXT, "-"], input_text=f"FROM {BASE}\nLABEL org.dgxspark.test.release=3\n")
+    load_into(NEXT, 1, 3)
+    with GatewayClient() as client:
+        time.sleep(2)
+        proc = play(ROLLOUT, inventory_extra=images_file(tmp_path, NEXT, NEXT))
+        time.sleep(2)
+    text = flat(proc)
+    sent, answered, failed = client.report("a rollout over both pairs")
+    assert proc.returncode == 0, text[-6000:]
+    for pair in HEADS:
+        record = rollout_record(pair)
+        print(f"{pair}: switched in {float(record['switch_ended']) - float(record['switch_started']):.0f} s, "
+              "drained at the gateway meanwhile")
+        assert record["result"] == "switched", record
+        assert image_label(HEADS[pair], release(pair)["image"], "org.dgxspark.test.release") == "3"
+    assert "Drain it at every gateway" in proc.stdout and "Admit the cluster again at the gateway" in proc.stdout
+    assert sent > 20 and failed == 0, (sent, answered, failed)
+
+
+def watchdog_events(pair, since):
+    raw = node_exec(node(HEADS[pair]), "cat", "/var/lib/dgxspark/watchdog/events.jsonl", check=False).stdout
+    return [e for e in (json.loads(line) for line in raw.splitlines() if line.strip()) if e.get("time", 0) >= since]
+
+
+def test_a3_a_stalled_pair_is_restarted_by_its_watchdog_while_the_gateway_routes_around_it(fleet):
+    """The engine of pair1 stalls (its rank-0 worker SIGSTOPped: /health stays 200, completions hang). Its watchdog
+    (default interval) restarts the whole pair; meanwhile one client through the gateway is answered by pair2."""
+    head = node(HEADS["pair1"])
+    pids = node_exec(head, "docker", "exec", "dgxspark-ray-head", "pgrep", "-f", "RayWorkerWrapper").stdout.split()
+    assert pids
+    with GatewayClient() as client:
+        time.sleep(2)
+        stalled = time.time()
+        node_exec(head, "docker", "exec", "dgxspark-ray-head", "kill", "-STOP", *pids)
+        deadline = time.monotonic() + 600
+        while not [e for e in watchdog_events("pair1", stalled) if e["event"] == "recovered"]:
+            assert time.monotonic() < deadline, watchdog_events("pair1", stalled)
+            time.sleep(1)
+        assert serving("pair1")
+        time.sleep(2)
+    events = watchdog_events("pair1", stalled)
+    detected = next(e for e in events if e["event"] == "detected")
+    action = next(e for e in events if e["event"] == "action")
+    sent, _answered, failed = client.report("pair1's stall and its watchdog's restart")
+    print(f"pair1: stall detected as {detected['kind']} after {detected['time'] - stalled:.1f} s, restart took "
+          f"{action['duration']} s; the gateway meanwhile sent pair1's share to pair2")
+    after_detection = [ok for t, ok, _s in client.results if t > detected["time"] + 1]
+    assert detected["kind"] == "stall" and action["result"] == "done"
+    assert all(after_detection) and len(after_detection) > 10, client.results
+    assert sent > 20 and failed <= 2, (sent, failed)  # at most the requests in flight on the stalled engine
+
+
+# After the rollout tests both pairs serve NEXT: the deploys below name exactly that, so a deploy is a no-op on the
+# pair the fault does not touch.
+AFTER = (NEXT, NEXT)
 
 
 def test_b_a_worker_unreachable_before_deploy_leaves_nothing_on_its_pair(fleet, tmp_path):
