@@ -55,6 +55,14 @@ def flat(proc):
     return " ".join(proc.stdout.split())
 
 
+def why(proc):
+    """A failed play's failures (every fatal/failed task result), then its recap: what an assertion should show."""
+    lines = proc.stdout.splitlines()
+    picked = [" ".join(lines[i:i + 3]) for i, line in enumerate(lines)
+              if line.startswith(("fatal:", "failed:")) or "FAILED!" in line]
+    return "\n".join(picked)[-6000:] + "\n" + flat(proc)[-1500:]
+
+
 def containers(i):
     return node_exec(node(i), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
 
@@ -493,14 +501,14 @@ def test_b_a_worker_unreachable_before_deploy_leaves_nothing_on_its_pair(fleet, 
 def test_c_a_killed_serving_container_is_restored_by_a_rerun(fleet, tmp_path):
     images = images_file(tmp_path, *AFTER)
     up = play(DEPLOY, inventory_extra=images)
-    assert up.returncode == 0, flat(up)[-4000:]
+    assert up.returncode == 0, why(up)
     with Canary(["pair2"]) as canary:
         node_exec(node(1), "docker", "kill", "dgxspark-ray-head")
         node_exec(node(1), "docker", "update", "--restart", "no", "dgxspark-ray-head")  # stays down until the rerun
         assert not completion("pair1", timeout=5)
         rerun = play(DEPLOY, inventory_extra=images)
     counts = canary.report("the head's serving container killed and the rerun")
-    assert rerun.returncode == 0, flat(rerun)[-4000:]
+    assert rerun.returncode == 0, why(rerun)
     assert serving("pair1")
     assert counts["pair2"][2] == 0 and counts["pair2"][1] > 0
 
