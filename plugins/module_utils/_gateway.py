@@ -103,7 +103,8 @@ def render_keys(keys) -> str:
 def _json_error(code: int, kind: str, message: str) -> str:
     # HAProxy single-quoted strings take no escapes: the JSON must hold no single quote.
     text = json.dumps({"error": {"message": message, "type": kind, "code": code}}, separators=(",", ":"))
-    assert "'" not in text
+    if "'" in text:
+        raise GatewayError(f"an error message for HAProxy holds a single quote: {message!r}")
     return text
 
 
