@@ -45,9 +45,11 @@ def engines(i):
     names = node_exec(node(i), "docker", "ps", "-aq", "--filter", "label=org.dgxspark.vllm.component").stdout.split()
     if not names:
         return {}
-    out = node_exec(node(i), "docker", "inspect", "-f", "{{.Name}} {{.Id}} {{.State.StartedAt}} {{json .Args}}",
-                    *names).stdout
-    return {line.split(" ", 3)[0].lstrip("/"): tuple(line.split(" ", 3)[1:]) for line in out.splitlines()}
+    # The engines (components ray and vllm), not the watchdog beside them on a head.
+    out = node_exec(node(i), "docker", "inspect", "-f", "{{index .Config.Labels \"org.dgxspark.vllm.component\"}} "
+                    "{{.Name}} {{.Id}} {{.State.StartedAt}} {{json .Args}}", *names).stdout
+    return {line.split(" ", 4)[1].lstrip("/"): tuple(line.split(" ", 4)[2:]) for line in out.splitlines()
+            if line.split(" ", 1)[0] in ("ray", "vllm")}
 
 
 def completion():
