@@ -92,10 +92,12 @@ bench: venv engine
 	$(PYTHON) bench/fleet_deploy.py
 	$(PYTHON) bench/rerun.py
 
-# Everything CI runs. The last step is pytest (unit + engine + lab tests), so the
-# output ends with pytest's own summary line.
-test: venv engine lint sanity sanity-latest build-check molecule
-	$(BIN)/pytest tests/unit $(wildcard lab/engine/tests) tests/lab
+# Everything CI runs. The checks run two at a time (the machines have 2 cores; each sanity run works in a tree of
+# its own, and --output-sync keeps each check's output in one piece). The last step is pytest (unit + engine + lab
+# tests, with the slowest durations), so the output ends with pytest's own summary line.
+test: venv engine
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint sanity sanity-latest build-check molecule
+	$(BIN)/pytest --durations=40 tests/unit $(wildcard lab/engine/tests) tests/lab
 
 clean: lab-down
 	rm -rf $(VENV) .collections build tests/output

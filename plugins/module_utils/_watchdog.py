@@ -43,6 +43,8 @@ the future, nothing is acted on.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import http.client
 import json
 import os
@@ -548,16 +550,33 @@ class Watchdog:
         problems = [p for p in problems if p]
         return not problems, "; ".join(problems)
 
-    def round(self) -> None:
-        cfg = self.cfg
-        text = _read(cfg["maintenance_file"])
+    def maintenance(self) -> bool:
+        """Whether a play holds the maintenance marker now."""
+        text = _read(self.cfg["maintenance_file"])
         mtime = None
         if text is not None:
             try:
-                mtime = os.path.getmtime(cfg["maintenance_file"])
+                mtime = os.path.getmtime(self.cfg["maintenance_file"])
             except OSError:
                 text = None
-        maintenance = maintenance_active(text, mtime, time.time())
+        return maintenance_active(text, mtime, time.time())
+
+    @contextlib.contextmanager
+    def action_lock(self) -> t.Iterator[None]:
+        """Held for a whole recovery: ``lock`` beside the maintenance marker. A play (vllm_serve) writes the marker,
+        then takes this lock before it touches an engine container, so it waits for a recovery in flight; a recovery
+        that takes the lock after that sees the marker and leaves the cluster to the play."""
+        path = os.path.join(os.path.dirname(self.cfg["maintenance_file"]), "lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def round(self) -> None:
+        cfg = self.cfg
+        maintenance = self.maintenance()
         try:
             obs = self.observe()
             finding, detail = diagnose(obs, cfg, self.previous)
@@ -584,25 +603,38 @@ class Watchdog:
                          "detail": "the watchdog is stopping (docker stop, teardown): no new action"})
             action = "none"
         if action in ("restart", "give_up"):
-            release = self.release()
-            start = time.monotonic()
-            ok, problem = self.recover(release, action == "give_up")
-            duration = round(time.monotonic() - start, 2)
-            if action == "restart":
-                self.state["attempts"] += 1
-                self.state["last_restart_at"] = time.time()
-                self.state["next_restart_at"] = None
-                self.record({"event": "action", "action": "restart", "kind": finding, "restart": self.state["attempts"],
-                             "of": cfg["max_restarts"], "result": "done" if ok else "error", "error": problem,
-                             "duration": duration})
-            else:
-                self.state.update(failed=True, failed_at=time.time(), verdict="failed", incident=None)
-                self.record({"event": "failed", "action": "stop", "kind": finding, "restarts": self.state["attempts"],
-                             "result": "stopped" if ok else "error", "error": problem, "duration": duration,
-                             "detail": f"gave up after {self.state['attempts']} restart(s): the cluster's engine "
-                                       "containers are stopped; redeploy it"})
-            self.previous = None  # our own stop/start is not Docker restarting a dead engine
+            with self.action_lock():
+                if self.maintenance():
+                    # A play wrote the marker after this round read it: the cluster is the play's now.
+                    self.record({"event": "skipped", "action": action, "kind": finding,
+                                 "detail": "a play took the cluster over (maintenance marker): no action"})
+                    decide(self.state, finding, detail, cfg, time.time(), True)
+                    self.save()
+                    return
+                self._act(action, finding)
         self.save()
+
+    def _act(self, action: str, finding: str) -> None:
+        """The recovery DECIDE chose (restart or give_up), recorded with its result; under the action lock."""
+        cfg = self.cfg
+        release = self.release()
+        start = time.monotonic()
+        ok, problem = self.recover(release, action == "give_up")
+        duration = round(time.monotonic() - start, 2)
+        if action == "restart":
+            self.state["attempts"] += 1
+            self.state["last_restart_at"] = time.time()
+            self.state["next_restart_at"] = None
+            self.record({"event": "action", "action": "restart", "kind": finding, "restart": self.state["attempts"],
+                         "of": cfg["max_restarts"], "result": "done" if ok else "error", "error": problem,
+                         "duration": duration})
+        else:
+            self.state.update(failed=True, failed_at=time.time(), verdict="failed", incident=None)
+            self.record({"event": "failed", "action": "stop", "kind": finding, "restarts": self.state["attempts"],
+                         "result": "stopped" if ok else "error", "error": problem, "duration": duration,
+                         "detail": f"gave up after {self.state['attempts']} restart(s): the cluster's engine "
+                                   "containers are stopped; redeploy it"})
+        self.previous = None  # our own stop/start is not Docker restarting a dead engine
 
     def run(self) -> int:
         os.makedirs(self.cfg["state_dir"], exist_ok=True)

@@ -498,21 +498,6 @@ def test_b_a_worker_unreachable_before_deploy_leaves_nothing_on_its_pair(fleet, 
     assert counts["pair1"][3] == 0 and counts["pair1"][1] > 0
 
 
-def test_c_a_killed_serving_container_is_restored_by_a_rerun(fleet, tmp_path):
-    images = images_file(tmp_path, *AFTER)
-    up = play(DEPLOY, inventory_extra=images)
-    assert up.returncode == 0, why(up)
-    with Canary(["pair2"]) as canary:
-        node_exec(node(1), "docker", "kill", "dgxspark-ray-head")
-        node_exec(node(1), "docker", "update", "--restart", "no", "dgxspark-ray-head")  # stays down until the rerun
-        assert not completion("pair1", timeout=5)
-        rerun = play(DEPLOY, inventory_extra=images)
-    counts = canary.report("the head's serving container killed and the rerun")
-    assert rerun.returncode == 0, why(rerun)
-    assert serving("pair1")
-    assert counts["pair2"][2] == 0 and counts["pair2"][1] > 0
-
-
 def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fleet, tmp_path):
     play(TEARDOWN, "-l", "pair2")
     rules = [(4, ["OUTPUT", "-d", fabric_ip(3), "-j", "DROP"]), (3, ["OUTPUT", "-d", fabric_ip(4), "-j", "DROP"])]
@@ -542,6 +527,23 @@ def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fl
     for i in (3, 4):
         assert not [c for c in containers(i) if c.startswith("dgxspark-")], (i, containers(i))
     assert counts["pair1"][3] == 0 and counts["pair1"][1] > 0
+
+
+def test_c_a_killed_serving_container_is_restored_by_a_rerun(fleet, tmp_path):
+    """After test_d (pair2 torn down, so its deploy here starts from zero): pair1's head container killed (its watchdog
+    may restart the cluster first: the rerun waits for that recovery and leaves what it started running)."""
+    images = images_file(tmp_path, *AFTER)
+    up = play(DEPLOY, inventory_extra=images)
+    assert up.returncode == 0, why(up)
+    with Canary(["pair2"]) as canary:
+        node_exec(node(1), "docker", "kill", "dgxspark-ray-head")
+        node_exec(node(1), "docker", "update", "--restart", "no", "dgxspark-ray-head")  # stays down until the rerun
+        assert not completion("pair1", timeout=5)
+        rerun = play(DEPLOY, inventory_extra=images)
+    counts = canary.report("the head's serving container killed and the rerun")
+    assert rerun.returncode == 0, why(rerun)
+    assert serving("pair1")
+    assert counts["pair2"][2] == 0 and counts["pair2"][1] > 0
 
 
 OTHER = "qwen3-30b-a3b-pair2"

@@ -159,3 +159,57 @@ def test_docker_times_endpoint_and_key():
 def test_bad_configurations_are_named(data, message):
     with pytest.raises(wd.ConfigError, match="^" + message.replace("{", r"\{").replace("}", r"\}").replace("(", r"\(").replace(")", r"\)")):
         wd.load_config(data)
+
+
+class _Scripted(wd.Watchdog):
+    """A watchdog whose look at the cluster finds the engine gone and whose recovery only records that it ran; a
+    hook runs between the round's first read of the marker and its action (a play writing the marker then)."""
+
+    def __init__(self, cfg, between=None):
+        super().__init__(cfg)
+        self.between = between
+        self.recovered = []
+
+    def observe(self):
+        if self.between:
+            self.between()
+        return {"now": NOW, "release": True, "container": {"exists": False}, "workers": {}}
+
+    def release(self):
+        return {}
+
+    def recover(self, release, give_up):
+        lock = f"{self.cfg['state_dir']}/lock"
+        fd = wd.os.open(lock, wd.os.O_RDWR)
+        try:  # the lock is held for the whole recovery: another holder cannot take it now
+            with pytest.raises(BlockingIOError):
+                wd.fcntl.flock(fd, wd.fcntl.LOCK_EX | wd.fcntl.LOCK_NB)
+        finally:
+            wd.os.close(fd)
+        self.recovered.append(give_up)
+        return True, ""
+
+
+def _cfg(tmp_path):
+    return wd.load_config({"cluster": "pair1", "interval": 5, "max_restarts": 2, "state_dir": str(tmp_path),
+                           "maintenance_file": str(tmp_path / "maintenance"),
+                           "docker_socket": str(tmp_path / "docker.sock")})
+
+
+def test_a_recovery_holds_the_lock_beside_the_marker(tmp_path):
+    dog = _Scripted(_cfg(tmp_path))
+    dog.round()
+    assert dog.recovered == [False]
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["detected", "action"]
+
+
+def test_a_marker_written_before_the_lock_was_taken_drops_the_recovery(tmp_path):
+    marker = tmp_path / "maintenance"
+    dog = _Scripted(_cfg(tmp_path), between=lambda: marker.write_text(json.dumps({"reason": "vllm_serve",
+                                                                                  "until": 4e9})))
+    dog.round()
+    assert dog.recovered == []
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "skipped" and "maintenance marker" in events[-1]["detail"]
+    assert json.loads((tmp_path / "state.json").read_text())["verdict"] == "maintenance"
