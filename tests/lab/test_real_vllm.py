@@ -173,7 +173,8 @@ def test_metric_names_the_collection_reads_exist_in_both(deployed, standin):
     read = set()
     for path in [*REPO.joinpath("plugins").rglob("*.py"), *REPO.joinpath("roles").rglob("*.yml"),
                  *REPO.joinpath("playbooks").rglob("*.yml")]:
-        read |= set(re.findall(r"vllm:[a-z_]+", path.read_text()))
+        # A metric name, not the end of a path (a volume such as `...:/etc/dgxspark/vllm:ro`).
+        read |= set(re.findall(r"(?<![\w./-])vllm:[a-z_]+", path.read_text()))
     assert "vllm:generation_tokens_total" in read
     real_text, fake_text = api("/metrics")[1], standin_api(standin[0], "/metrics")[1]
     real_names = set(re.findall(r"(?m)^(vllm:[a-z_]+?)(?:_bucket|_sum|_count)?(?:\{| )", real_text))
