@@ -66,6 +66,20 @@ def test_api_answers_on_the_lan_from_the_controller(deployed, lab):
     assert f"at http://{head}:8000/v1," in " ".join(deployed.stdout.split())  # the summary prints that endpoint
 
 
+PEER_GET = """
+import sys, time, urllib.error, urllib.request
+deadline = time.monotonic() + 20
+while True:
+    try:
+        print(urllib.request.urlopen(sys.argv[1], timeout=10).status)
+        break
+    except urllib.error.URLError as error:
+        if not isinstance(error.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+            raise
+        time.sleep(0.2)
+"""
+
+
 def test_api_where_the_collection_was_binding_it_answers_the_peer_but_not_the_controller(deployed, tmp_path):
     """The collection as it was bound the API to the head's VLLM_HOST_IP, its fabric IP, unless vllm_serve_host was
     set. A server there (here a plain HTTP server, the engine now listens on the LAN) answers the peer Spark across the
@@ -79,9 +93,9 @@ def test_api_where_the_collection_was_binding_it_answers_the_peer_but_not_the_co
     node_exec(node(1), "sh", "-c", f"python3 -m http.server 8000 --bind {fabric_ip(1)} >/dev/null 2>&1 & "
                                    "echo $! > /tmp/old-bind.pid")
     try:
-        peer = node_exec(node(2), "python3", "-c", "import sys, urllib.request as u; "
-                         "print(u.urlopen(sys.argv[1], timeout=10).status)", f"http://{fabric_ip(1)}:8000/",
-                         check=False)
+        # The server was started in the background: the peer retries a refused connection (the server not yet
+        # listening) for up to 20 s, any other error ends it at once.
+        peer = node_exec(node(2), "python3", "-c", PEER_GET, f"http://{fabric_ip(1)}:8000/", check=False)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with pytest.raises(OSError) as unreachable:
             opener.open(f"http://{fabric_ip(1)}:8000/", timeout=5)
