@@ -10,7 +10,8 @@ class ModuleDocFragment:
 options:
   targets:
     description:
-      - The nodes that must have the image or model, in relay order (each target forwards the stream to the next).
+      - The nodes that must have the image or model, in relay order (each target forwards the stream to the next
+        of its cluster). The controller announces on each what it may receive first (M(dgxspark.vllm.transfer_announce)).
     type: list
     elements: dict
     required: true
@@ -26,8 +27,13 @@ options:
         description: The target's SSH port.
         type: int
         default: 22
+      cluster:
+        description:
+          - The target's cluster. A relay chain never leaves a cluster (a node forwards only to the members after it
+            in its cluster): targets of different clusters get a chain each, in the order given.
+        type: str
   ssh_key:
-    description: The fleet's transfer private key on the source (and, for the relay, on every target).
+    description: This node's transfer private key on the source (and, for the relay, each target's own key).
     type: path
     default: /etc/dgxspark/transfer/id_ed25519
   known_hosts:

@@ -72,7 +72,8 @@ def plan(source: dict, source_store: str, image: str, targets: list[dict], answe
         if warning:
             warnings.append(warning)
         before = (answer.get("ref_image") or {}).get("id")
-        entry = {"name": name, "host": target["host"], "port": target.get("port", 22), "reason": reason,
+        entry = {"name": name, "host": target["host"], "port": target.get("port", 22), "cluster": target.get("cluster"),
+                 "reason": reason,
                  "before_id": before, "store": answer.get("store"), "free_bytes": answer.get("free_bytes"),
                  "need_bytes": 0, "bytes": 0, "seconds": 0.0, "mb_per_s": 0.0}
         if same:
@@ -115,9 +116,13 @@ def receive_header(first: dict, rest: list[dict], image: str, source: dict, sour
 
 
 def chains(entries: list[dict], strategy: str) -> list[list[dict]]:
-    """Relay: one chain through every target (the source sends once). Parallel: one chain per target."""
+    """Relay: one chain through the targets of each cluster, in their order (the source sends once per cluster: a
+    node forwards only to the members after it in its own cluster). Parallel: one chain per target."""
     if not entries:
         return []
     if strategy == "relay":
-        return [list(entries)]
+        grouped: dict = {}
+        for e in entries:
+            grouped.setdefault(e.get("cluster"), []).append(e)
+        return list(grouped.values())
     return [[e] for e in entries]

@@ -50,6 +50,7 @@ TRANSFER_ARGUMENT_SPEC = {
         "host": {"type": "str", "required": True},
         "name": {"type": "str"},
         "port": {"type": "int", "default": 22},
+        "cluster": {"type": "str"},
     }},
     "ssh_key": {"type": "path", "default": "/etc/dgxspark/transfer/id_ed25519"},
     "known_hosts": {"type": "path", "default": "/etc/dgxspark/transfer/known_hosts"},

@@ -1,6 +1,6 @@
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The lines of the fleet's transfer trust: the dedicated known_hosts and the authorized_keys line of the fleet's key.
+"""The lines of the fleet's transfer trust: the dedicated known_hosts and the authorized_keys lines of the senders' keys.
 
 Every value is checked before it reaches a line: key types, base64 key blobs that carry their own type, host names
 and addresses, from= patterns, the forced command and the comment, none with a newline or a quote that would end
@@ -25,8 +25,9 @@ KEY_TYPES = (
     "sk-ecdsa-sha2-nistp256@openssh.com",
 )
 HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
-# from= accepts addresses, CIDR networks and the wildcards * and ? (see sshd(8), AUTHORIZED_KEYS FILE FORMAT).
-SOURCE = re.compile(r"^[0-9A-Fa-f.:/*?]+$")
+# from= entries: addresses and CIDR networks only (sshd(8) would take wildcards and host names; the collection
+# does not write them), each also parsed by ipaddress.
+SOURCE = re.compile(r"^[0-9A-Fa-f.:/]+$")
 # The forced command: absolute paths and plain words, no quote, backslash or shell character.
 COMMAND = re.compile(r"^/[A-Za-z0-9/._-]+( [A-Za-z0-9/._=-]+)*$")
 COMMENT = re.compile(r"^[A-Za-z0-9@._:+=-]+$")
@@ -89,15 +90,24 @@ def known_hosts_text(hosts: list[dict], port: int = 22) -> str:
     return "".join(known_hosts_line(h.get("address"), h.get("host_key"), port, h.get("name") or "") for h in hosts)
 
 
-def authorized_line(key: str, sources: list[str], command: str, comment: str) -> str:
+def source_address(source: str) -> str:
+    """A from= entry checked with ipaddress: an IPv4/IPv6 address or network (no wildcard, no host name)."""
+    if not isinstance(source, str) or not SOURCE.fullmatch(source or "-"):
+        raise TrustLineError(f"the source {source!r:.120} of from= must be an IP address or network")
+    try:
+        ipaddress.ip_network(source, strict=False)
+    except ValueError:
+        raise TrustLineError(f"the source {source!r:.120} of from= must be an IP address or network") from None
+    return source
+
+
+def authorized_line(key: str, sources: list[str], command: str, comment: str, what: str = "the public key") -> str:
     """The authorized_keys line (no newline) letting KEY run only COMMAND, only from SOURCES, marked by COMMENT."""
-    kind, blob = public_key(key, "the fleet's public key")
+    kind, blob = public_key(key, what)
     if not sources:
-        raise TrustLineError("the key's from= list is empty: give the fleet's fabric addresses or node_trust_allowed_from")
+        raise TrustLineError(f"the from= list of {what} is empty: give the sender's fabric address")
     for source in sources:
-        if not isinstance(source, str) or not SOURCE.fullmatch(source):
-            raise TrustLineError(f"the source {source!r:.120} of from= must be an address, a network or a pattern"
-                                 " of hex digits, '.', ':', '/', '*' and '?'")
+        source_address(source)
     if not isinstance(command, str) or not COMMAND.fullmatch(command):
         raise TrustLineError(f"the forced command {command!r:.200} must be absolute paths and plain words"
                              " (letters, digits, '/', '.', '_', '-', '=') separated by single spaces")

@@ -33,6 +33,14 @@ the request is the first line of stdin, a JSON object, and these are the request
     or ID, points to at the end, as ``inspect`` reports them) followed by the lines
     of every node after it.
 
+Nothing is placed on a node that the controller did not announce there first (module_utils/_announce.py, written by
+dgxspark.vllm.transfer_announce beside the configuration): ``tag`` and ``receive`` must name an announced reference
+and its announced image ID (the loaded image is verified against the announced ID, never the one the sender
+declares), a ``receive`` stream may not pass the announced size (plus a small margin), the archive may not name
+images of its own (``docker load`` would apply its RepoTags before any check), and the node checks its own free
+space first. A chain's next hop must be one of the nodes this node may forward to (``forward_to`` in the
+configuration: the members after it in its cluster), so a peer cannot make a node reach any other host or port.
+
 Protocol 2 adds two requests for model weights (``v`` must be 2 for them; image requests are
 accepted with ``v`` 1 or 2). MODEL is a relative path under this node's models root, which comes
 from the configuration file (``models_root``, written by node_trust), never from the request:
@@ -46,7 +54,9 @@ from the configuration file (``models_root``, written by node_trust), never from
                     "delete": [PATH, ...], "next": [{"host", "port", "name", "want", "delete"}, ...]}
     followed by the bytes of every file of ``files``, in that order, in frames that never
     cross a file boundary, then a zero-length frame and the trailer {"bytes": TOTAL}. The
-    stream is forwarded frame for frame to ``next`` like an image. This node writes the files
+    stream is forwarded frame for frame to ``next`` like an image. The model must be announced, every file sent
+    must be in its announced manifest with the same size and hash, no announced file may be deleted, and the files
+    this node wants must fit its free space. This node writes the files
     it ``want``s, each to a hidden part file beside its final name, checking its sha256; only
     once the whole stream arrived and every file verified are they renamed into place
     (atomic per file), then the ``delete`` paths are removed. A cut stream, a wrong hash or a
@@ -78,6 +88,9 @@ import sys
 import threading
 import time
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import (
+    HostileArchive, TarGuard, announced_files, announced_image, archive_limit,
+)
 from ansible_collections.dgxspark.vllm.plugins.module_utils._model_files import (
     PathError, cache_key, check_relpath, load_cache, manifest, model_dir, part_name, save_cache, stale_parts,
     target_file, within,
@@ -267,6 +280,26 @@ def next_header(req):
             "next": req["next"][1:]}
 
 
+def check_forward(req, config):
+    """Refuse a chain whose next hop is not a node this one may send to (``forward_to`` in its configuration: the
+    members after it in its cluster, written by node_trust). A peer cannot use a node to reach any host and port."""
+    if not req.get("next"):
+        return
+    allowed = config.get("forward_to")
+    if not isinstance(allowed, list):
+        raise RequestError("this node's configuration names no node it may forward to (forward_to); rerun the "
+                           "dgxspark.vllm.node_trust role")
+    hop = req["next"][0]
+    if hop["host"] not in allowed or hop["port"] != int(config.get("ssh_port", 22)):
+        raise RequestError(f"this node does not forward to {hop['host']}:{hop['port']} (it forwards only to the "
+                           f"members after it in its cluster: {', '.join(allowed) or 'none'})")
+
+
+def announce_dir(config):
+    """Where the controller's announcements are: beside the configuration (the trust directory, root only)."""
+    return config.get("_dir") or os.path.dirname(config.get("key") or "/etc/dgxspark/transfer/x")
+
+
 def forward(req, config, result):
     """The Hop to the next node of the chain (None at the end of it, or when ssh cannot start: RESULT says so)."""
     if not req["next"]:
@@ -380,7 +413,8 @@ def do_inspect(api, req):
             "id_image": image_summary(inspect_or_none(api, req.get("image_id")))}
 
 
-def do_tag(api, req):
+def do_tag(api, req, config):
+    announced_image(announce_dir(config), req["ref"], req["image_id"])
     if inspect_or_none(api, req["image_id"]) is None:
         return {"v": PROTOCOL, "ok": False, "error": f"image {req['image_id']} is not on this node"}
     repo, tag = split_ref(req["ref"])
@@ -509,7 +543,18 @@ class Loader(threading.Thread):
 def do_receive(api, req, config, stdin):
     start = time.monotonic()
     result = {"v": PROTOCOL, "name": req.get("name"), "ok": False, "action": "transfer", "bytes": 0}
-    local_store = store_of(api.info())
+    if not req.get("ref") or IMAGE_ID_RE.match(req["ref"]):
+        raise RequestError("receive needs the repository[:tag] reference the controller announced")
+    entry = announced_image(announce_dir(config), req["ref"], req["image_id"])
+    limit = archive_limit(entry)
+    info = api.info()
+    local_store = store_of(info)
+    root = info.get("DockerRootDir") or "/var/lib/docker"
+    free = free_bytes(root)
+    if free < entry["bytes"]:
+        raise RequestError(f"not enough space for {req['ref']}: {free} bytes free on {root}, the image takes "
+                           f"{entry['bytes']}; nothing was received")
+    guard = TarGuard()
     before = set(api.images(all=True, quiet=True))
     down = forward(req, config, result)
     loader = Loader(api)
@@ -536,12 +581,21 @@ def do_receive(api, req, config, stdin):
                 down.write(head, trailer)
             complete = True
             break
+        if total + size > limit:
+            error = (f"the stream passes {limit} bytes, more than the {entry['bytes']} bytes announced for "
+                     f"{req['ref']}; refused")
+            break
         buf = loader.take(size)
         data = memoryview(buf)[:size]
         if read_full(stdin, data) != size:
             error = f"the image stream ended inside a frame after {total} bytes (sender interrupted?)"
             break
         total += size
+        try:
+            guard.feed(data)
+        except HostileArchive as exc:
+            error = f"refused: {exc}"
+            break
         if down:
             down.write(head, data)
         loader.put(buf, size)
@@ -556,7 +610,7 @@ def do_receive(api, req, config, stdin):
     if error is None:
         attrs = inspect_or_none(api, ids[0]) if ids else None
         labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
-        why = verify_loaded(req["image_id"], req.get("content_label"), req.get("source_store"), local_store, ids, labels)
+        why = verify_loaded(entry["id"], req.get("content_label"), req.get("source_store"), local_store, ids, labels)
         if why:
             error = f"verification failed: {why}; the image was removed and no tag was changed"
             for bad in ids:
@@ -728,6 +782,12 @@ def do_files_receive(req, config, stdin):
               "deleted": []}
     root = models_root(config)
     directory = model_dir(root, req["model"])
+    announced_files(announce_dir(config), req["model"], req["files"], req["delete"])
+    needed = sum(f["size"] for f in req["files"] if f["path"] in set(req["want"]))
+    free = free_bytes(directory)
+    if needed > free:
+        raise RequestError(f"not enough space for {req['model']}: {needed} bytes to write, {free} free under {root}; "
+                           "nothing was received")
     down = forward(req, config, result)
     sink = None
     lock = None
@@ -809,7 +869,9 @@ def main(argv):
     try:
         with open(argv[1], encoding="utf-8") as fh:
             config = json.load(fh)
+        config["_dir"] = os.path.dirname(os.path.abspath(argv[1]))
         req = validate_request(json.loads(read_line(stdin)))
+        check_forward(req, config)
         if req["op"] == "files_inspect":
             emit(do_files_inspect(req, config))
             return 0
@@ -824,11 +886,11 @@ def main(argv):
             emit(do_inspect(api, req))
             return 0
         if req["op"] == "tag":
-            answer = do_tag(api, req)
+            answer = do_tag(api, req, config)
             emit(answer)
             return 0 if answer["ok"] else 1
         return do_receive(api, req, config, stdin)
-    except (RequestError, ValueError, OSError) as exc:
+    except (RequestError, ValueError, OSError) as exc:  # NotAnnounced too
         emit({"v": PROTOCOL, "ok": False, "name": req.get("name"), "error": str(exc)})
         return 1
     except Exception as exc:  # pylint: disable=broad-except

@@ -265,7 +265,8 @@ def run_module() -> None:
     began = time.monotonic()
     p = module.params
     image = p["image"]
-    targets = [{"host": t["host"], "name": t.get("name") or t["host"], "port": t.get("port") or 22} for t in p["targets"]]
+    targets = [{"host": t["host"], "name": t.get("name") or t["host"], "port": t.get("port") or 22,
+                "cluster": t.get("cluster")} for t in p["targets"]]
     names = [t["name"] for t in targets]
     if len(set(names)) != len(names):
         module.fail_json(msg=f"targets must have distinct names (got {', '.join(names)})")

@@ -65,6 +65,14 @@ options:
         added on a node by hand are never lost.
     type: bool
     default: false
+  plan:
+    description:
+      - Ask the targets and report what would move, as check mode does, but keep the source's hash cache (bookkeeping,
+        so the run that follows does not hash the model again) and return RV(manifest), which the controller
+        announces to the targets (M(dgxspark.vllm.transfer_announce)) before it runs the module again to send. Never
+        C(changed).
+    type: bool
+    default: false
   min_free_bytes:
     description: Bytes that must remain free on a target once the files it gets are written.
     type: int
@@ -102,6 +110,16 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+moving:
+  description: Whether files would move (check mode and O(plan=true)).
+  returned: in check mode and with O(plan=true)
+  type: bool
+  sample: true
+manifest:
+  description: The source's files (relative path to C(size) and C(sha256)), what the targets are to be told they may hold.
+  returned: with O(plan=true) when files would move
+  type: dict
+  sample: {config.json: {size: 4211, sha256: 9f2c0e5b8d7a1c3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e}}
 path:
   description: The model directory on the source.
   returned: always
@@ -200,6 +218,7 @@ def run_module() -> None:
             "model": {"type": "str", "required": True},
             "models_dir": {"type": "path", "default": "/srv/dgxspark/models"},
             "delete_extra": {"type": "bool", "default": False},
+            "plan": {"type": "bool", "default": False},
             "min_free_bytes": {"type": "int", "default": 1073741824},
             "timeout": {"type": "int", "default": 7200},
         },
@@ -263,7 +282,13 @@ def run_module() -> None:
         fail("not enough disk space for the model's files; nothing was sent to any node: " + " | ".join(disk_errors))
     moving = [e for e in entries if e["action"] == "sync"]
     result["changed"] = bool(moving)
-    if module.check_mode or not moving:
+    if p["plan"] and moving:
+        # What the controller announces to the targets before the real run (dgxspark.vllm.transfer_announce).
+        result["manifest"] = {path: {"size": meta["size"], "sha256": meta["sha256"]} for path, meta in source.items()}
+    if module.check_mode or p["plan"] or not moving:
+        result["moving"] = bool(moving)
+        if p["plan"]:
+            result["changed"] = False
         result["table"] = table(entries, files=True)
         result["elapsed"] = round(time.monotonic() - began, 3)
         module.exit_json(**result)

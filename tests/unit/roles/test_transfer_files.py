@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _announce, _model_files as mf
 
 
 def sha(data):
@@ -43,10 +43,25 @@ def root(tmp_path):
     return models
 
 
-def receive(R, root, files, body, delete=(), want=None, capsys=None):
+def announce(directory, files, model="m"):
+    """What the controller announces before a sync: the model's manifest (module transfer_announce)."""
+    path = pathlib.Path(directory) / _announce.MODELS_FILE
+    old = json.loads(path.read_text()) if path.exists() else None
+    path.write_text(_announce.models_text(old, model, {f["path"]: {"size": f["size"], "sha256": f["sha256"]}
+                                                       for f in files}))
+
+
+def receive(R, root, files, body, delete=(), want=None, capsys=None, announced=None):
+    """A files_receive into ROOT/m; ANNOUNCED (default: FILES) is what the controller announced first."""
+    trust = root.parent / "trust"
+    trust.mkdir(exist_ok=True)
+    announce(trust, files if announced is None else announced)
     req = R.validate_request({"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": files,
                               "want": want, "delete": list(delete)})
-    rc = R.do_files_receive(req, {"models_root": str(root)}, body)
+    try:
+        rc = R.do_files_receive(req, {"models_root": str(root), "_dir": str(trust)}, body)
+    except (R.RequestError, ValueError) as exc:  # refused before the stream is read: main() answers with it
+        return 1, {"ok": False, "error": str(exc)}
     answer = json.loads(capsys.readouterr().out.splitlines()[0])
     return rc, answer
 
@@ -176,16 +191,18 @@ def _relay_chain(tmp_path, built_program, cut_after=None):
                    f"os.execv({sys.executable!r}, [{sys.executable!r}, '-I', {program!r}, "
                    f"{str(tmp_path)!r} + '/' + sys.argv[-2] + '.json'])\n")
     ssh.chmod(0o755)
-    for name in ("n2", "n3"):
+    for name, forward_to in (("n2", ["n3"]), ("n3", [])):
         (tmp_path / name / "m").mkdir(parents=True)
         (tmp_path / f"{name}.json").write_text(json.dumps({"models_root": str(tmp_path / name), "ssh": str(ssh),
-                                                          "key": "/nonexistent/key", "known_hosts": "/dev/null"}))
+                                                          "key": "/nonexistent/key", "known_hosts": "/dev/null",
+                                                          "forward_to": forward_to}))
     src = tmp_path / "src"
     (src / "d").mkdir(parents=True)
     contents = {"config.json": b"{}", "d/w.safetensors": bytes(range(256)) * 9}
     for rel, data in contents.items():
         (src / rel).write_bytes(data)
     files = [entry(rel, data) for rel, data in sorted(contents.items())]
+    announce(tmp_path, files)  # both configurations are in tmp_path: the announcement beside them serves both
     header = {"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": files,
               "next": [{"host": "n3", "port": 22, "name": "n3"}]}
     body = stream(files, src, chunk=100, cut_after=cut_after).read()
@@ -211,3 +228,56 @@ def test_built_program_cut_stream_writes_nothing_on_any_node(tmp_path, built_pro
     assert "the existing files were left as they were" in answers["n3"]["error"]
     for name in ("n2", "n3"):
         assert [p.name for p in (tmp_path / name / "m").rglob("*") if not p.is_dir()] == []
+
+
+# ---------------------------------------------------------------- what the controller did not announce is refused
+
+def test_files_the_controller_did_not_announce_are_refused_and_nothing_is_written(R, root, tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "shard.bin").write_bytes(b"evil-shard")
+    (src / "x.py").write_bytes(b"import os")
+    files = [entry("shard.bin", b"evil-shard")]
+    before = {p.name: p.read_bytes() for p in (root / "m").iterdir()}
+    cases = [
+        ([], "m/shard.bin is not in the model's announced manifest"),                    # nothing announced for it
+        ([entry("shard.bin", b"good-shard")], "was announced as 10 bytes"),              # another hash
+    ]
+    for announced, message in cases:
+        rc, answer = receive(R, root, files, stream(files, src), announced=announced, capsys=capsys)
+        assert rc == 1 and message in answer["error"], answer
+    more = [entry("x.py", b"import os")]
+    rc, answer = receive(R, root, more, stream(more, src), announced=files, capsys=capsys)
+    assert rc == 1 and "m/x.py is not in the model's announced manifest" in answer["error"]
+    # An announced file is never deleted; an unannounced model is refused as a whole.
+    keep = [entry("keep.bin", b"old-keep")]
+    rc, answer = receive(R, root, [], stream([], src), delete=["keep.bin"], announced=keep, capsys=capsys)
+    assert rc == 1 and "keep.bin are in the announced manifest and cannot be deleted" in answer["error"]
+    req = R.validate_request({"v": 2, "op": "files_receive", "name": "n2", "model": "other", "files": [], "delete": []})
+    with pytest.raises(ValueError, match="the model other was not announced"):
+        R.do_files_receive(req, {"models_root": str(root), "_dir": str(root.parent / "trust")}, io.BytesIO(b""))
+    assert {p.name: p.read_bytes() for p in (root / "m").iterdir()} == before
+
+
+def test_a_target_without_the_space_refuses_before_reading(R, root, tmp_path, capsys, monkeypatch):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "shard.bin").write_bytes(b"new-shard-bytes")
+    files = [entry("shard.bin", b"new-shard-bytes")]
+    monkeypatch.setattr(R, "free_bytes", lambda _path: 14)
+    rc, answer = receive(R, root, files, stream(files, src), capsys=capsys)
+    assert rc == 1 and "not enough space for m: 15 bytes to write, 14 free" in answer["error"]
+    assert (root / "m" / "shard.bin").read_bytes() == b"old-shard"
+
+
+def test_the_next_hop_must_be_one_this_node_forwards_to(R):
+    req = R.validate_request({"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": [],
+                              "next": [{"host": "192.168.1.1", "port": 6379, "name": "redis"}]})
+    with pytest.raises(R.RequestError, match="does not forward to 192.168.1.1:6379"):
+        R.check_forward(req, {"forward_to": ["10.0.0.3"]})
+    with pytest.raises(R.RequestError, match="names no node it may forward to"):
+        R.check_forward(req, {})
+    ok = R.validate_request({"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": [],
+                             "next": [{"host": "10.0.0.3", "name": "n3"}]})
+    assert R.check_forward(ok, {"forward_to": ["10.0.0.3"]}) is None
+    assert R.check_forward({"next": []}, {}) is None

@@ -11,10 +11,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import tarfile
 
 import pytest
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync, _relay as u
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _announce, _image_sync, _relay as u
 
 ID_A = "sha256:" + "a" * 64
 ID_B = "sha256:" + "b" * 64
@@ -110,50 +111,77 @@ def stream(payload, chunk=3, cut=None):
     return io.BytesIO(data if cut is None else data[:cut])
 
 
-def receive(R, api, source, capsys):
-    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "a:1",
+def archive(members=None, tags=None):
+    """A tar stream shaped like `docker save` of an image by ID (layer, config, manifest.json without RepoTags)."""
+    members = dict(members or {"abc/layer.tar": b"layer-bytes" * 50, "abc/json": b"{}", "cfg.json": b"{}"})
+    members.setdefault("manifest.json", json.dumps([{"Config": "cfg.json", "RepoTags": tags,
+                                                     "Layers": ["abc/layer.tar"]}]).encode())
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+PAYLOAD = archive()
+
+
+def announce(directory, ref="a:1", image_id=ID_A, size=1 << 20):
+    (directory / _announce.IMAGES_FILE).write_text(_announce.images_text([{"ref": ref, "id": image_id, "bytes": size}]))
+
+
+def receive(R, api, source, capsys, tmp_path, ref="a:1", announced=True):
+    """A receive of REF as ID_A; the controller announced a:1 -> ID_A first unless ANNOUNCED is false."""
+    if announced:
+        announce(tmp_path)
+    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": ref,
                               "source_store": "graphdriver"})
-    rc = R.do_receive(api, req, CONFIG, source)
+    try:
+        rc = R.do_receive(api, req, {**CONFIG, "_dir": str(tmp_path)}, source)
+    except (R.RequestError, ValueError) as exc:  # refused before the stream is read: main() answers with it
+        return 1, [{"ok": False, "error": str(exc)}]
     return rc, [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-def test_receive_loads_verifies_then_tags(R, capsys):
+def test_receive_loads_verifies_then_tags(R, capsys, tmp_path):
     api = FakeAPI()
-    rc, lines = receive(R, api, stream(b"0123456789"), capsys)
-    assert rc == 0 and api.received == b"0123456789"
+    rc, lines = receive(R, api, stream(PAYLOAD, chunk=700), capsys, tmp_path)
+    assert rc == 0 and api.received == PAYLOAD
     assert api.tags == [(ID_A, "a", "1", True)]
-    assert lines[0]["ok"] is True and lines[0]["bytes"] == 10 and lines[0]["loaded_id"] == ID_A
+    assert lines[0]["ok"] is True and lines[0]["bytes"] == len(PAYLOAD) and lines[0]["loaded_id"] == ID_A
     assert lines[0]["after"] == {"store": "graphdriver", "ref_image": {"id": "a:1", "repo_digests": [],
                                                                        "content_label": None, "size": 0}}
 
 
-def test_cut_stream_aborts_the_load_and_tags_nothing(R, capsys):
+def test_cut_stream_aborts_the_load_and_tags_nothing(R, capsys, tmp_path):
     api = FakeAPI()
-    rc, lines = receive(R, api, stream(b"0123456789", cut=12), capsys)  # inside the second 3-byte frame
+    rc, lines = receive(R, api, stream(b"0123456789", cut=12), capsys, tmp_path)  # inside the second 3-byte frame
     assert rc == 1 and api.tags == []
     assert lines[0]["ok"] is False and lines[0]["error"].startswith("the image stream ended inside a frame after 3 bytes")
-    rc, lines = receive(R, FakeAPI(), stream(b"0123456789", cut=14), capsys)  # after two whole frames
+    rc, lines = receive(R, FakeAPI(), stream(b"0123456789", cut=14), capsys, tmp_path)  # after two whole frames
     assert rc == 1 and lines[0]["error"].startswith("the image stream ended after 6 bytes without its end mark")
 
 
-def test_wrong_image_is_removed_and_not_tagged(R, capsys):
+def test_wrong_image_is_removed_and_not_tagged(R, capsys, tmp_path):
     other = "sha256:" + "c" * 64
     api = FakeAPI(loaded_id=other)
-    rc, lines = receive(R, api, stream(b"abc"), capsys)
+    rc, lines = receive(R, api, stream(b"abc"), capsys, tmp_path)
     assert rc == 1 and api.tags == [] and api.removed == [other]
     assert lines[0]["error"].startswith(f"verification failed: loaded image {other} is not the source's {ID_A}")
 
 
-def test_load_error_is_reported(R, capsys):
+def test_load_error_is_reported(R, capsys, tmp_path):
     api = FakeAPI(fail="no space left on device")
-    rc, lines = receive(R, api, stream(b"abc"), capsys)
+    rc, lines = receive(R, api, stream(b"abc"), capsys, tmp_path)
     assert rc == 1 and api.tags == [] and lines[0]["error"] == "docker load failed: no space left on device"
 
 
-def test_receive_reuses_a_few_buffers_for_many_frames(R, capsys):
+def test_receive_reuses_a_few_buffers_for_many_frames(R, capsys, tmp_path):
     api = FakeAPI()
-    payload = bytes(range(256)) * 40
-    rc, lines = receive(R, api, stream(payload, chunk=7), capsys)
+    payload = archive({"l/layer.tar": bytes(range(256)) * 40})
+    rc, lines = receive(R, api, stream(payload, chunk=7), capsys, tmp_path)
     assert rc == 0 and api.received == payload and lines[0]["bytes"] == len(payload)
 
 
@@ -168,3 +196,54 @@ def test_write_all_and_read_full_move_every_byte():
     finally:
         os.close(rfd)
         os.close(wfd)
+
+
+# ---------------------------------------------------------------- what the controller did not announce is refused
+
+def test_an_unannounced_receive_or_tag_is_refused_and_nothing_is_loaded(R, capsys, tmp_path):
+    api = FakeAPI()
+    rc, lines = receive(R, api, stream(PAYLOAD), capsys, tmp_path, announced=False)
+    assert rc == 1 and "a:1 -> " + ID_A + " was not announced to this node" in lines[0]["error"]
+    assert api.received == b"" and api.tags == []
+    announce(tmp_path, ref="a:1", image_id=ID_B)  # the name, but another image
+    rc, lines = receive(R, api, stream(PAYLOAD), capsys, tmp_path, announced=False)
+    assert rc == 1 and f"a:1 was announced as {ID_B}, not {ID_A}" in lines[0]["error"] and api.received == b""
+    # tag: only an announced name, pointed at its announced ID.
+    for ref in ("docker.io/library/python:3", "a:1"):
+        req = R.validate_request({"v": 1, "op": "tag", "image_id": ID_A, "ref": ref})
+        with pytest.raises(ValueError, match="announced"):
+            R.do_tag(api, req, {"_dir": str(tmp_path)})
+    assert api.tags == []
+    announce(tmp_path)
+    assert R.do_tag(api, R.validate_request({"v": 1, "op": "tag", "image_id": ID_A, "ref": "a:1"}),
+                    {"_dir": str(tmp_path)})["ok"] is True
+
+
+def test_an_archive_that_names_images_is_refused_before_its_end_reaches_the_engine(R, capsys, tmp_path):
+    hostile = archive(tags=["docker.io/library/python:3", "a:1"])
+    api = FakeAPI()
+    rc, lines = receive(R, api, stream(hostile, chunk=512), capsys, tmp_path)
+    assert rc == 1 and "refused: the archive names images of its own (RepoTags docker.io/library/python:3" in lines[0]["error"]
+    assert api.tags == [] and len(api.received) < len(hostile)  # the load never saw the archive's end
+    legacy = archive({"repositories": json.dumps({"busybox": {"latest": "abc"}}).encode(), "abc/layer.tar": b"x"})
+    rc, lines = receive(R, FakeAPI(), stream(legacy, chunk=100), capsys, tmp_path)
+    assert rc == 1 and "repositories busybox" in lines[0]["error"]
+
+
+def test_a_stream_longer_than_announced_is_cut(R, capsys, tmp_path, monkeypatch):
+    big = archive({"l/layer.tar": b"z" * 4096})
+    announce(tmp_path, size=10)
+    assert _announce.archive_limit({"bytes": 10 << 30}) == int((10 << 30) * 1.1) + (64 << 20)
+    monkeypatch.setattr(R, "archive_limit", lambda entry: 1000)  # a margin small enough for this test's stream
+    api = FakeAPI()
+    rc, lines = receive(R, api, stream(big, chunk=512), capsys, tmp_path, announced=False)
+    assert rc == 1 and "the stream passes 1000 bytes, more than the 10 bytes announced for a:1" in lines[0]["error"]
+    assert api.tags == [] and len(api.received) <= 1000
+
+
+def test_a_target_without_the_space_refuses_before_reading(R, capsys, tmp_path, monkeypatch):
+    announce(tmp_path, size=1 << 40)
+    api = FakeAPI()
+    monkeypatch.setattr(R, "free_bytes", lambda _path: 1 << 30)
+    rc, lines = receive(R, api, stream(PAYLOAD), capsys, tmp_path, announced=False)
+    assert rc == 1 and "not enough space for a:1" in lines[0]["error"] and api.received == b""

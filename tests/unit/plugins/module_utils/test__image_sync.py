@@ -97,6 +97,9 @@ def test_chains_and_headers():
     assert [[e["name"] for e in c] for c in relay] == [["n2", "n3", "n4"]]
     assert [[e["name"] for e in c] for c in img.chains(entries, "parallel")] == [["n2"], ["n3"], ["n4"]]
     assert img.chains([], "relay") == []
+    # A chain never leaves a cluster: the source sends once per cluster, each chain in the targets' order.
+    fleet = [{"name": n, "cluster": c} for n, c in (("a2", "pa"), ("b1", "pb"), ("a3", "pa"), ("b2", "pb"))]
+    assert [[e["name"] for e in c] for c in img.chains(fleet, "relay")] == [["a2", "a3"], ["b1", "b2"]]
     header = img.receive_header(entries[0], entries[1:], "img:1", SRC, "graphdriver")
     assert header == {"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "img:1", "content_label": None,
                       "source_store": "graphdriver",

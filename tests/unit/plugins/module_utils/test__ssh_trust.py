@@ -70,9 +70,14 @@ def test_authorized_line_is_byte_identical_to_what_0_1_0_wrote():
                     f'AAAAC3NzaC1lZDI1NTE5AAAAIEoPWPoo+QKRpI+IwIwJMN+7i434K4ufFxAzLQAnVnMy {COMMENT}')
 
 
-def test_authorized_line_accepts_networks_and_patterns():
-    line = t.authorized_line(KEY2, ["192.168.100.0/24", "10.0.*", "fd00::/64"], COMMAND, COMMENT)
-    assert line.startswith('restrict,from="192.168.100.0/24,10.0.*,fd00::/64",command=')
+def test_authorized_line_accepts_addresses_and_networks_and_refuses_patterns():
+    line = t.authorized_line(KEY2, ["192.168.100.0/24", "192.168.100.11", "fd00::/64"], COMMAND, COMMENT)
+    assert line.startswith('restrict,from="192.168.100.0/24,192.168.100.11,fd00::/64",command=')
+    # 0.1.0 let a wildcard through (sshd would accept a key from any address it matches); every source is now parsed
+    # by ipaddress: the review's '*' and a quote-carrying "IP" both stop here.
+    for source in ("10.0.*", "*", "192.168.100.11?", "300.1.1.1", '192.168.100.11",port-forwarding,permitopen="any'):
+        with pytest.raises(t.TrustLineError, match="must be an IP address or network"):
+            t.authorized_line(KEY2, [source], COMMAND, COMMENT)
 
 
 @pytest.mark.parametrize(("key", "message"), [
@@ -103,7 +108,7 @@ def test_bad_ports_are_refused(port):
 
 
 @pytest.mark.parametrize(("sources", "command", "comment", "message"), [
-    ([], COMMAND, COMMENT, "from= list is empty"),
+    ([], COMMAND, COMMENT, "from= list of the public key is empty"),
     (['10.0.0.1",command="/bin/sh'], COMMAND, COMMENT, "source"),
     (["10.0.0.1\n"], COMMAND, COMMENT, "source"),
     (["spark-1"], COMMAND, COMMENT, "source"),

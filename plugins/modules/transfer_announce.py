@@ -1,0 +1,159 @@
+#!/usr/bin/python
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ansible module dgxspark.vllm.transfer_announce."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: transfer_announce
+short_description: Tell a node what it may receive over the fleet's transfer trust, before a sync
+version_added: 0.2.0
+author:
+  - dgxspark.vllm maintainers (@dgxspark)
+description:
+  - The controller's side of every transfer between nodes. The transfer program a node runs for the transfer key of
+    the nodes that send to it (P(dgxspark.vllm.node_trust#role)) refuses to tag an image, load an image or write a
+    model file that was not announced to that node by this module, so a node holding a transfer key can place on
+    its peers only what the play asked for.
+  - O(images) replaces C(announced-images.json) in O(dir) (the references the node may receive or re-point, each
+    with the image ID it must be and the image's size, which bounds the stream and which the node checks its free
+    space against).
+  - O(model) with O(files) sets that model's entry of C(announced-models.json) (the files its directory may hold,
+    with their sizes and sha256; files outside that manifest are never written, files in it are never deleted).
+  - Every value is checked before anything is written (reference grammar, image IDs, relative paths, hashes). The
+    files are 0600, owned by root, replaced atomically and only when their content differs.
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports whether an announcement would change; nothing is written.
+  diff_mode:
+    support: full
+    details: The old and new announcement.
+  idempotent:
+    support: full
+  platform:
+    support: full
+    platforms: posix
+options:
+  dir:
+    description: The trust directory, beside the transfer program's configuration (P(dgxspark.vllm.node_trust#role)'s C(node_trust_dir)).
+    type: path
+    default: /etc/dgxspark/transfer
+  images:
+    description: The images the node may receive or re-point. Given, it replaces the node's image announcement.
+    type: list
+    elements: dict
+    suboptions:
+      ref:
+        description: The reference (C(repository[:tag])) the node may point at the image.
+        type: str
+        required: true
+      id:
+        description: The image ID the reference must point at (C(sha256:<64 hex>)).
+        type: str
+        required: true
+      bytes:
+        description: The image's size; a stream may pass it by at most 10% plus 64 MiB, and the node needs this much free.
+        type: int
+        default: 0
+  model:
+    description: A model directory, relative to the node's models root. Needs O(files).
+    type: str
+  files:
+    description: The files the model's directory may hold, C({path: {size: N, sha256: HEX}}) (M(dgxspark.vllm.model_manifest)'s RV(dgxspark.vllm.model_manifest#module:files)).
+    type: dict
+notes:
+  - The module must run as root (C(become)); the trust directory belongs to root.
+seealso:
+  - module: dgxspark.vllm.image_sync
+  - module: dgxspark.vllm.model_sync
+  - module: dgxspark.vllm.transfer_trust
+"""
+
+EXAMPLES = r"""
+- name: Announce the serving image to the workers before the head sends it
+  dgxspark.vllm.transfer_announce:
+    images:
+      - ref: vllm-node:26.01
+        id: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+        bytes: 21474836480
+
+- name: Announce the model's files
+  dgxspark.vllm.transfer_announce:
+    model: Qwen3.5-122B-A10B-FP8
+    files: "{{ head_manifest.files }}"
+"""
+
+RETURN = r"""
+changed_files:
+  description: The announcement files that were (or in check mode would be) written.
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/dgxspark/transfer/announced-images.json]
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import (
+    IMAGES_FILE,
+    MODELS_FILE,
+    NotAnnounced,
+    images_text,
+    models_text,
+)
+from ansible_collections.dgxspark.vllm.plugins.module_utils._files import Changes, read_or_none
+
+
+def announce(p: dict, changes: Changes) -> None:
+    """Write the announcements P asks for (NotAnnounced for a bad value, before anything is written)."""
+    writes = []
+    if p["images"] is not None:
+        writes.append((IMAGES_FILE, images_text(p["images"])))
+    if p["model"] is not None:
+        old = read_or_none(os.path.join(p["dir"], MODELS_FILE))
+        try:
+            parsed = json.loads(old) if old else None
+        except ValueError:
+            parsed = None  # an unreadable announcement is replaced
+        writes.append((MODELS_FILE, models_text(parsed if isinstance(parsed, dict) else None, p["model"], p["files"])))
+    changes.ensure_dir(p["dir"], 0o700, 0, 0)
+    for name, content in writes:
+        changes.ensure_file(os.path.join(p["dir"], name), content.encode(), 0o600, 0, 0)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "dir": {"type": "path", "default": "/etc/dgxspark/transfer"},
+            "images": {"type": "list", "elements": "dict", "options": {
+                "ref": {"type": "str", "required": True},
+                "id": {"type": "str", "required": True},
+                "bytes": {"type": "int", "default": 0},
+            }},
+            "model": {"type": "str"},
+            "files": {"type": "dict"},
+        },
+        required_together=[("model", "files")],
+        required_one_of=[("images", "model")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    changes = Changes(module.check_mode)
+    try:
+        announce(p, changes)
+    except NotAnnounced as exc:
+        module.fail_json(msg=f"nothing was announced: {exc}")
+    except OSError as exc:
+        module.fail_json(msg=f"writing the announcement failed: {exc}", changed_files=changes.paths)
+    module.exit_json(**changes.result(module._diff))
+
+
+if __name__ == "__main__":
+    main()
