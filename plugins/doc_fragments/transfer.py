@@ -30,7 +30,7 @@ options:
       cluster:
         description:
           - The target's cluster. A relay chain never leaves a cluster (a node forwards only to the members after it
-            in its cluster): targets of different clusters get a chain each, in the order given.
+            in its cluster), so targets of different clusters get a chain each, in the order given.
         type: str
   ssh_key:
     description: This node's transfer private key on the source (and, for the relay, each target's own key).

@@ -63,7 +63,9 @@ options:
     description: A model directory, relative to the node's models root. Needs O(files).
     type: str
   files:
-    description: The files the model's directory may hold, C({path: {size: N, sha256: HEX}}) (M(dgxspark.vllm.model_manifest)'s RV(dgxspark.vllm.model_manifest#module:files)).
+    description:
+      - The files the model's directory may hold, C({path: {size: N, sha256: HEX}}), as
+        RV(dgxspark.vllm.model_sync#module:manifest) returns them.
     type: dict
 notes:
   - The module must run as root (C(become)); the trust directory belongs to root.

@@ -193,9 +193,9 @@ def _relay_chain(tmp_path, built_program, cut_after=None):
     ssh.chmod(0o755)
     for name, forward_to in (("n2", ["n3"]), ("n3", [])):
         (tmp_path / name / "m").mkdir(parents=True)
-        (tmp_path / f"{name}.json").write_text(json.dumps({"models_root": str(tmp_path / name), "ssh": str(ssh),
-                                                          "key": "/nonexistent/key", "known_hosts": "/dev/null",
-                                                          "forward_to": forward_to}))
+        config = {"models_root": str(tmp_path / name), "ssh": str(ssh), "key": "/nonexistent/key",
+                  "known_hosts": "/dev/null", "forward_to": forward_to}
+        (tmp_path / f"{name}.json").write_text(json.dumps(config))
     src = tmp_path / "src"
     (src / "d").mkdir(parents=True)
     contents = {"config.json": b"{}", "d/w.safetensors": bytes(range(256)) * 9}

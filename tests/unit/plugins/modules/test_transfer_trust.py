@@ -147,8 +147,8 @@ def test_keypair_is_made_on_the_node_once_and_rotated_on_request(tmp_path, capsy
     assert again["changed"] is False and again["public_key"] == made["public_key"]
     rotated = run(capsys, keygen_args(tmp_path, rotate=True))
     assert rotated["changed"] is True and rotated["public_key"] != made["public_key"]
-    assert (d / "id_ed25519").read_text() != private and sorted(p.name for p in d.iterdir()) == ["id_ed25519",
-                                                                                                  "id_ed25519.pub"]
+    assert (d / "id_ed25519").read_text() != private
+    assert sorted(p.name for p in d.iterdir()) == ["id_ed25519", "id_ed25519.pub"]
 
 
 def test_a_failed_keygen_keeps_the_old_pair(tmp_path, capsys, monkeypatch):
