@@ -64,7 +64,7 @@ options:
     type: str
   files:
     description:
-      - The files the model's directory may hold, C({path: {size: N, sha256: HEX}}), as
+      - The files the model's directory may hold (relative path to C(size) and C(sha256)), as
         RV(dgxspark.vllm.model_sync#module:manifest) returns them.
     type: dict
 notes:
