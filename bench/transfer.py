@@ -234,7 +234,16 @@ def raw_pipe(image: str, peer: int) -> float:
     return int(fields[1]) / 1e9
 
 
+def announce(image: str, peers: tuple[int, ...]) -> None:
+    """What the image_sync role does before the module sends (not timed): tell the peers what they may receive."""
+    found = nexec(1, "docker", "image", "inspect", "--format", "{{.Id}} {{.Size}}", image).stdout.split()
+    args = {"images": [{"ref": image, "id": found[0], "bytes": int(found[1])}]}
+    run([BIN / "ansible", "-i", INVENTORY, ",".join(node(i) for i in peers), "-m", "dgxspark.vllm.transfer_announce",
+         "-a", json.dumps(args)], env=ansible_env())
+
+
 def image_sync(image: str, peers: tuple[int, ...]) -> dict:
+    announce(image, peers)
     args = {"image": image, "targets": [{"host": fabric_ip(i), "name": node(i)} for i in peers]}
     proc = run([BIN / "ansible", "-i", INVENTORY, node(1), "-m", "dgxspark.vllm.image_sync", "-a", json.dumps(args)],
                check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
@@ -372,8 +381,10 @@ def main(argv: list[str]) -> int:
 
     before_nodes = len(lab_nodes())
     log(f"lab {PREFIX}: {before_nodes} node(s) running; bringing it to {max(NODES, before_nodes)}")
-    # One switched fabric: node 1 sends to the nodes of both pairs (a pair's own cable reaches only its peer).
-    run([*LAB, "up", "--nodes", str(max(NODES, before_nodes)), "--no-engine-images", "--fabric-topology", "switch"])
+    # One cluster of four on a switched fabric: node 1 is its head, and a relay chain runs down its members (a node
+    # forwards only to the members after it in its own cluster).
+    run([*LAB, "up", "--nodes", str(max(NODES, before_nodes)), "--no-engine-images", "--fabric-topology", "switch",
+         "--cluster-size", str(NODES)])
     had_trust = trust_present()
     had_image = image_id(1, args.image)
     ident = ensure_image(args.image)

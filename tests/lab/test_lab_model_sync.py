@@ -50,6 +50,15 @@ def module(*, extra=None, check=False):
     return parse_adhoc(proc.stdout), proc
 
 
+def announce():
+    """What the role does before it sends: the head's manifest (the module's plan), announced to node 2."""
+    planned, proc = module(extra={"plan": True})
+    assert proc.returncode == 0 and planned["changed"] is False, proc.stdout[-3000:]
+    args = {"model": NAME, "files": planned["manifest"]}
+    run([str(BIN / "ansible"), "-i", str(INVENTORY), node(2), "-m", "dgxspark.vllm.transfer_announce", "-a",
+         json.dumps(args)], env=ansible_env())
+
+
 def sums(i, directory=MODEL_DIR):
     """{relative path: (size, sha256)} of the files under DIRECTORY on node I, computed by the node's own tools."""
     proc = node_exec(node(i), "sh", "-c", f"cd {directory} 2>/dev/null && find . -type f ! -name '.*' -printf '%P %s\\n'",
@@ -114,6 +123,11 @@ def test_a_changed_shard_moves_alone(head_only):
     assert checked["bytes_sent"] == 0 and checked["targets"][0]["reason"] == "0 file(s) missing, 1 different"
     assert sums(2) == before  # check mode moved nothing
 
+    # Not announced yet: node 2 refuses the changed shard (its announcement holds the old hash) and keeps its copy.
+    refused, proc = module()
+    assert proc.returncode != 0 and "was announced as" in refused["targets"][0]["error"], proc.stdout[-3000:]
+    assert sums(2) == before
+    announce()
     result, proc = module()
     assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
     target = result["targets"][0]
@@ -128,6 +142,7 @@ def test_an_interrupted_stream_leaves_the_old_files_and_a_rerun_completes(head_o
     node_exec(node(1), "sh", "-c", f"head -c 4096 /dev/urandom | dd of={MODEL_DIR}/model-00001-of-00004.safetensors "
                                    "bs=1 seek=2048 conv=notrunc status=none")
     before = sums(2)
+    announce()
     mid_stream = []
     with throttled(1, "40mbit"):
         result, code, out = cut_midway(
