@@ -51,6 +51,13 @@ options:
     type: str
     choices: [fail, report]
     default: fail
+  record:
+    description:
+      - A JSON file on the node mapping image names to the IDs the collection verified under them (the
+        P(dgxspark.vllm.hybrid_image#role) role writes it after its gates pass). Its entry for O(image) is returned
+        in RV(recorded_id), and the whole record in RV(record); a name whose image is not the recorded one was not
+        verified by the collection, whatever its tag says.
+    type: path
   architectures:
     description:
       - Model architectures the image must support, for example V(Qwen3_5MoeForConditionalGeneration).
@@ -285,6 +292,16 @@ supported_architectures:
   type: list
   elements: str
   sample: ["LlamaForCausalLM", "Qwen3MoeForCausalLM", "Qwen3_5ForConditionalGeneration"]
+recorded_id:
+  description: The image ID O(record) holds for O(image) (empty without O(record) or without an entry).
+  returned: when O(record) is given
+  type: str
+  sample: sha256:4be0ab1e58d2c7c6f0d4bd4b8a09a7b0d9d0a1a2b3c4d5e6f7a8b9c0d1e2f3a4
+record:
+  description: Every entry of O(record) (image name to ID).
+  returned: when O(record) is given
+  type: dict
+  sample: {"dgxspark/vllm-hybrid:overlay-0123456789ab": "sha256:4be0ab1e58d2c7c6f0d4bd4b8a09a7b0d9d0a1a2b3c4d5e6f7a8b9c0d1e2f3a4"}
 missing_architectures:
   description: The O(architectures) not in RV(supported_architectures), in the order given.
   returned: when O(architectures) is set
@@ -347,7 +364,9 @@ nccl_conflict:
   sample: true
 """
 
+import json
 import platform
+import re
 import secrets
 import traceback
 import typing as t
@@ -391,6 +410,21 @@ def image_facts(ref: str, attrs: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     }
 
 
+def read_record(path: str) -> dict[str, str]:
+    """The verified-images record at PATH (name -> image ID); empty when there is none. Entries that are not a
+    name with an image ID are dropped: the record is only ever trusted for what it can mean."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return {}  # unreadable: nothing counts as recorded, the caller verifies again
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", v)}
+
+
 def create_inspection_container(client, image_id: str):
     """A container that is never started: its entrypoint does not exist, it has no network."""
     return client.containers.create(
@@ -415,6 +449,7 @@ def main() -> None:
             "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
             "timeout": {"type": "int", "default": 60},
             "missing": {"type": "str", "choices": ["fail", "report"], "default": "fail"},
+            "record": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -425,12 +460,16 @@ def main() -> None:
     if timeout < 1:
         module.fail_json(msg=f"timeout must be at least 1 second, got {timeout}")
 
+    recorded = {}
+    if module.params["record"]:
+        record = read_record(module.params["record"])
+        recorded = {"record": record, "recorded_id": record.get(ref, "")}
     client = _docker.client(module, docker, module.params["docker_host"], timeout=timeout)
     try:
         image = client.images.get(ref)
     except ImageNotFound:
         if module.params["missing"] == "report":
-            module.exit_json(changed=False, image=ref, exists=False)
+            module.exit_json(changed=False, image=ref, exists=False, **recorded)
         module.fail_json(msg=f"image {ref} is not present on this node's Docker engine ({engine_name(client)}); "
                              f"build it or sync it first", image=ref)
     except DockerException as exc:
@@ -438,6 +477,7 @@ def main() -> None:
                          exception=traceback.format_exc())
 
     result = image_facts(ref, image.attrs)
+    result.update(recorded)
     deadline = _image_fs.Deadline(timeout)
     fs = None
     layers_error = None

@@ -180,3 +180,19 @@ def test_timeout_must_be_positive(capsys):
     result, code, _warnings, factory = run(capsys, {"image": "x", "timeout": 0}, make_client())
     assert code == 1 and result["msg"] == "timeout must be at least 1 second, got 0"
     factory.assert_not_called()
+
+
+def test_the_record_says_which_image_was_verified_under_the_name(capsys, tmp_path):
+    record = tmp_path / "verified-images.json"
+    other = "sha256:" + "f" * 64
+    record.write_text(json.dumps({"lab/vllm-qwen35:0.17": IMAGE_ID, "x:1": other, "bad:1": "not-an-id\nx"}))
+    client = make_client(image_attrs(overlay_driver(vllm_image(tmp_path))))
+    result, code, _warnings, _factory = run(capsys, {**ARGS, "record": str(record)}, client)
+    assert code == 0 and result["recorded_id"] == IMAGE_ID == result["id"]
+    assert result["record"] == {"lab/vllm-qwen35:0.17": IMAGE_ID, "x:1": other}  # what cannot be an ID is dropped
+    record.write_text(json.dumps({"lab/vllm-qwen35:0.17": other}))  # the tag now holds another image than recorded
+    result, code, _warnings, _factory = run(capsys, {**ARGS, "record": str(record)}, client)
+    assert code == 0 and result["recorded_id"] == other != result["id"]
+    missing, code, _warnings, _factory = run(capsys, {"image": "y:1", "missing": "report", "record": str(tmp_path / "none")},
+                                             make_client(get_error=ImageNotFound("No such image")))
+    assert code == 0 and missing["exists"] is False and missing["recorded_id"] == "" and missing["record"] == {}
