@@ -79,7 +79,8 @@ class ActionModule(ActionBase):
         cluster = fleet["clusters"].get(fleet["host_cluster"].get(host, ""), {})
         input_errors = input_problems(task_vars.get("hostvars", {}), cluster.get("members") or [host])
         if fleet["errors"] or gateway_errors or input_errors:
-            errors = fleet["errors"] + gateway_errors + input_errors
+            # dict.fromkeys: a fabric IP is checked fleet-wide and among the cluster's values; say it once.
+            errors = list(dict.fromkeys(fleet["errors"] + gateway_errors + input_errors))
             result.update(failed=True, errors=errors,
                           msg=f"{host}: the inventory is not a valid fleet: " + " | ".join(errors))
             return result

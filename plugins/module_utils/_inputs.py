@@ -151,7 +151,7 @@ def name(value) -> str:
 def image(value) -> str:
     """VALUE as an image reference ([registry[:port]/]repository[:tag][@digest], or sha256:<id>)."""
     text = _text(value, "set it to an image reference such as registry.example/vllm/vllm-openai:v0.17.1")
-    if IMAGE_ID.fullmatch(text) or (IMAGE_REF.fullmatch(text) and len(text.split("@")[0].split(":")[0]) <= 255):
+    if IMAGE_ID.fullmatch(text) or (IMAGE_REF.fullmatch(text) and len(text.split("@", maxsplit=1)[0]) <= 255):
         return text
     raise InputError(f"is {text!r:.120}, not an image reference; set it to [registry[:port]/]repository[:tag]"
                      "[@digest] with a lowercase repository, e.g. hellohal2064/vllm-qwen3.5-gb10:latest")
