@@ -30,9 +30,10 @@ _PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_REF = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*"
                        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
-# A secret (API key, token): printable ASCII without blanks, quotes or backslashes, which would end an env file's
-# line or value early.
-SECRET = re.compile(r"^[!#-&(-\[\]-~]+$")
+# A secret (API key, token): what the gateway takes as a client or engine key (module_utils/_gateway.py), so that a
+# key the deployment accepts is one the gateway accepts too; no blank, quote, comma, backslash or newline, which would
+# end an env file's or a configuration's line or value early.
+SECRET = re.compile(r"^[A-Za-z0-9._~+/=:@-]{8,512}$")
 
 # The system's own directories (and the trees a directory of the collection never lies in).
 SYSTEM_DIRS = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt",
@@ -121,9 +122,9 @@ def ip(value) -> str:
 
 
 def secret(value) -> str:
-    """VALUE as a secret for an env file: one word of printable ASCII (the value itself is never shown)."""
+    """VALUE as a secret for an env file or a configuration line (the value itself is never shown)."""
     text = _text(value, "set it to the key or token as one quoted word")
-    if not text:
+    if not text or SECRET.fullmatch(text):
         return text
     bad = [what for what, found in (("a newline", "\n" in text or "\r" in text),
                                     ("a control character", any(ord(c) < 32 and c not in "\r\n" or ord(c) == 127
@@ -131,13 +132,17 @@ def secret(value) -> str:
                                     ("a blank", " " in text or "\t" in text),
                                     ("a quote", "'" in text or '"' in text),
                                     ("a backslash", "\\" in text),
+                                    ("a comma", "," in text),
                                     ("a character outside printable ASCII", any(ord(c) > 127 for c in text)))
            if found]
-    if bad or not SECRET.fullmatch(text):
-        raise InputError(f"contains {' and '.join(bad) or 'a character it must not'} (the value is not shown); "
-                         "set it to one word of printable ASCII without blanks, quotes or backslashes, e.g. "
-                         "generated with `openssl rand -hex 32`")
-    return text
+    if bad:
+        said = "contains " + " and ".join(bad)
+    elif not 8 <= len(text) <= 512:
+        said = f"has {len(text)} characters"
+    else:
+        said = "contains a character other than A-Z a-z 0-9 . _ ~ + / = : @ -"
+    raise InputError(f"{said} (the value is not shown); set it to 8 to 512 of the characters A-Z a-z 0-9 . _ ~ + / = : @ - (what "
+                     "the gateway accepts), e.g. generated with `openssl rand -hex 32`")
 
 
 def name(value) -> str:

@@ -33,8 +33,8 @@ description:
   - The values the inventory (or C(-e)) gives the members of this host's cluster are checked against their grammar
     before any of them reaches a file, a line or an argv, and the task fails on every member naming host, variable
     and fix - fabric addresses (C(dgxspark_fabric_ip)) must be IP addresses (no name, pattern, network, IPv6 scope or
-    quote); API keys and tokens (C(dgxspark_api_key), C(dgxspark_hf_token) and the roles' own) one word of printable
-    ASCII without blanks, quotes or backslashes (their values are never shown); cluster and group names and the
+    quote); API keys and tokens (C(dgxspark_api_key), C(dgxspark_hf_token) and the roles' own) 8 to 512 of the
+    characters C(A-Za-z0-9._~+/=:@-), as the gateway takes them (their values are never shown); cluster and group names and the
     inventory's host names letters, digits, C(_), C(.) and C(-); images (C(dgxspark_image), C(hybrid_image_source),
     C(hybrid_image_base)) references of the Docker grammar; models (C(dgxspark_model)) Hugging Face ids and
     revisions plain ref names; the directories the collection makes 0700 or removes (C(node_trust_dir) and the

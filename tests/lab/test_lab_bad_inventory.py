@@ -48,7 +48,7 @@ def cases():
         ("an IP that is a wildcard", {"dgxspark_fabric_ip": "*"}, None,
          [f"host {h1}: dgxspark_fabric_ip is '*', not an IP address", "set it to one IP address"]),
         ("a newline in the API key", {"dgxspark_api_key": "lab-key\nVLLM_ALLOW_RUNTIME_LORA_UPDATING=1"}, None,
-         [f"host {h1}: dgxspark_api_key contains a newline (the value is not shown)", "set it to one word"]),
+         [f"host {h1}: dgxspark_api_key contains a newline (the value is not shown)", "set it to 8 to 512 of the characters"]),
         ("a directory outside the collection's", {"node_trust_dir": "/etc"}, None,
          [f"host {h1}: node_trust_dir is '/etc', which is not a directory of the collection's own",
           "e.g. /etc/dgxspark/transfer"]),

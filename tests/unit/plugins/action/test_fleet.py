@@ -71,12 +71,13 @@ BAD = {
     "an IP that is a wildcard": ({"s1": {"dgxspark_fabric_ip": "*"}}, {},
                                  ["host s1: dgxspark_fabric_ip is '*', not an IP address", "set it to one IP"]),
     "a newline in the API key": ({"s2": {"dgxspark_api_key": "abc\nVLLM_ALLOW_RUNTIME_LORA_UPDATING=1"}}, {},
-                                 ["host s2: dgxspark_api_key contains a newline", "set it to one word"]),
+                                 ["host s2: dgxspark_api_key contains a newline", "set it to 8 to 512 of the characters"]),
     "a quote in the HF token": ({"s1": {"dgxspark_hf_token": 'hf_x"y'}}, {},
-                                ["host s1: dgxspark_hf_token contains a quote", "set it to one word"]),
-    "a directory outside the collection's": ({"s1": {"node_trust_dir": "/etc"}}, {},
-                                              ["host s1: node_trust_dir is '/etc', which is not a directory of the "
-                                               "collection's own", "e.g. /etc/dgxspark/transfer"]),
+                                ["host s1: dgxspark_hf_token contains a quote", "set it to 8 to 512 of the characters"]),
+    "a directory outside the collection's": (
+        {"s1": {"node_trust_dir": "/etc"}}, {},
+        ["host s1: node_trust_dir is '/etc', which is not a directory of the collection's own",
+         "e.g. /etc/dgxspark/transfer"]),
     "a malformed image name": ({"s1": {"dgxspark_image": "lab/vllm:0.17\nRUN id"}}, {},
                                ["host s1: dgxspark_image is", "not an image reference", "set it to [registry"]),
     "a model id that leaves the models directory": ({"s2": {"dgxspark_model": "Qwen/../../etc"}}, {},
