@@ -9,6 +9,25 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
     GATEWAY_GROUP, GATEWAY_HOST_VARS, node_fabric, plain_hostvars, resolve_fleet, resolve_gateways, with_fabric)
+from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import VARIABLES, check_host
+
+
+def input_problems(hostvars, hosts) -> list[str]:
+    """The problems among the values the inventory (or -e) gives HOSTS for the variables _inputs checks.
+
+    A value whose template fails is left to the role that uses it (a play need not define every variable)."""
+    problems = []
+    for host in hosts:
+        hv = hostvars[host] if host in hostvars else {}
+        values = {}
+        for variable in VARIABLES:
+            try:
+                if variable in hv:
+                    values[variable] = hv[variable]
+            except Exception:  # pylint: disable=broad-except  # lazy hostvars: an undefined or broken template
+                continue
+        problems.extend(check_host(host, values))
+    return problems
 
 
 class ActionModule(ActionBase):
@@ -55,8 +74,13 @@ class ActionModule(ActionBase):
                               "variables": tuple(args["parallel_variables"])}
         fleet = resolve_fleet(groups, hostvars, fleet=fleet_group, gpus_per_node=args["gpus_per_node"],
                               parallel=parallel, min_nodes=args["min_nodes"])
-        if fleet["errors"] or gateway_errors:
-            errors = fleet["errors"] + gateway_errors
+        # The values of this host's cluster (every member fails together, before any task changes a node), or of
+        # this host alone when it is in no cluster.
+        cluster = fleet["clusters"].get(fleet["host_cluster"].get(host, ""), {})
+        input_errors = input_problems(task_vars.get("hostvars", {}), cluster.get("members") or [host])
+        if fleet["errors"] or gateway_errors or input_errors:
+            # dict.fromkeys: a fabric IP is checked fleet-wide and among the cluster's values; say it once.
+            errors = list(dict.fromkeys(fleet["errors"] + gateway_errors + input_errors))
             result.update(failed=True, errors=errors,
                           msg=f"{host}: the inventory is not a valid fleet: " + " | ".join(errors))
             return result

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import check_fabric, check_value
+
 ROLE_VAR = "dgxspark_node_role"
 CLUSTER_VAR = "dgxspark_cluster"
 PAIR_VAR = "dgxspark_pair"  # the name of CLUSTER_VAR before clusters had more than two nodes
@@ -145,12 +147,21 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
         if _role(hostvars, host) not in ("head", "worker"):
             errors.append(f"host {host}: {ROLE_VAR} is '{_role(hostvars, host) or 'unset'}'; set it to head or worker")
 
+    for host in fleet_hosts:
+        problem = check_value(host, FABRIC_IP_VAR, (hostvars.get(host) or {}).get(FABRIC_IP_VAR), "ip")
+        if problem:
+            errors.append(problem)
+
     candidates = {}
+    several_heads: dict[str, list[str]] = {}
     for name, members in groups.items():
         if name in SPECIAL_GROUPS or name == fleet or not members or not set(members) <= fleet_set:
             continue
-        if sum(1 for h in members if _role(hostvars, h) == "head") == 1:
+        heads = [h for h in dict.fromkeys(members) if _role(hostvars, h) == "head"]
+        if len(heads) == 1:
             candidates[name] = list(members)
+        elif len(heads) > 1:
+            several_heads[name] = heads
 
     host_cluster: dict[str, str] = {}
     for host in fleet_hosts:
@@ -159,7 +170,16 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
             host_cluster[host] = explicit
             continue
         mine = [g for g, members in candidates.items() if host in members]
-        if not mine:
+        crowded = [g for g, members in several_heads.items() if host in groups[g]]
+        if not mine and crowded:
+            # A group meant as a cluster with more than one head: name the heads, once per group.
+            for name in crowded:
+                message = (f"cluster {name}: it has {len(several_heads[name])} heads ({', '.join(several_heads[name])}); "
+                           f"exactly one host per cluster has {ROLE_VAR}: head: set {ROLE_VAR}: worker on all but "
+                           "one of them, or split the group into clusters (one head each)")
+                if message not in errors:
+                    errors.append(message)
+        elif not mine:
             errors.append(f"host {host}: it is in no cluster (a group under '{fleet}' with exactly one head); add it "
                           f"to its cluster's group or set {CLUSTER_VAR} for it")
         elif len(mine) > 1:
@@ -177,13 +197,13 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
         if _role(hostvars, host) == "head":
             if entry["head"] is not None:
                 errors.append(f"cluster {name}: it has two heads ({entry['head']}, {host}); exactly one host per "
-                              f"cluster has {ROLE_VAR}: head")
+                              f"cluster has {ROLE_VAR}: head: set {ROLE_VAR}: worker on all but one of them")
             else:
                 entry["head"] = host
         elif _role(hostvars, host) == "worker":
             entry["workers"].append(host)
         ip = (hostvars.get(host) or {}).get(FABRIC_IP_VAR)
-        if ip:
+        if ip and not check_value(host, FABRIC_IP_VAR, ip, "ip"):
             entry["fabric_ips"][host] = str(ip)
 
     seen_ips: dict[str, tuple[str, str]] = {}
@@ -300,6 +320,8 @@ def with_fabric(node: dict, fabrics: dict) -> tuple[dict, list[str]]:
         fab = fabrics.get(host) or {}
         members.append({"host": host, "rank": rank, "ip": fab.get("ip") or "", "lan_ip": fab.get("lan_ip") or "",
                         "interface": fab.get("interface") or "", "mtu": fab.get("mtu")})
+    for host in node["members"]:
+        errors.extend(check_fabric(host, fabrics.get(host) or {}))
     seen: dict[str, str] = {}
     for entry in members:
         if entry["ip"] and entry["ip"] in seen:

@@ -95,7 +95,8 @@ def ssh_argv(target: dict, key: str, known_hosts: str, user: str = "root", conne
     The sources use it for the first hop of a chain, and every hop of the transfer program for the next one.
     """
     return [
-        ssh, "-T", "-x",
+        ssh, "-F", "none",  # no ssh_config of the user or the system: only these options apply
+        "-T", "-x",
         "-i", key,
         "-o", "IdentitiesOnly=yes",
         "-o", "IdentityAgent=none",

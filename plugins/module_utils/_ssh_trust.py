@@ -66,9 +66,13 @@ def host_address(address: str, what: str = "the address") -> str:
         raise TrustLineError(f"{what} is empty")
     try:
         ipaddress.ip_address(address)
-        return address  # as given: the same inventory makes the same file
     except ValueError:
         pass
+    else:
+        # ipaddress takes an IPv6 scope (fe80::1%...) of any characters, a blank or newline included: none here.
+        if "%" in address:
+            raise TrustLineError(f"{what} {address!r:.120} has an IPv6 scope ('%'); give the address without it")
+        return address  # as given: the same inventory makes the same file
     if HOST_NAME.fullmatch(address) and not address.replace(".", "").isdigit():
         return address
     raise TrustLineError(f"{what} {address!r:.120} is neither an IP address nor a host name")

@@ -28,7 +28,21 @@ description:
     two) or V(switch) (every member on one fabric; required for three or more). A ring is refused, with the reason.
   - Inventory mistakes fail the task before anything runs on a node, each named with its cluster, host, variable and
     fix - a host in no cluster or in two, no head or two, more than 8 nodes, a topology that does not fit, ranks that
-    are not 1..N-1, duplicate fabric IPs, and parallel sizes whose product is not the cluster's GPU count.
+    are not 1..N-1, duplicate fabric IPs, and parallel sizes whose product is not the cluster's GPU count. A group
+    under the fleet group with two heads is named with both heads.
+  - The values the inventory (or C(-e)) gives the members of this host's cluster are checked against their grammar
+    before any of them reaches a file, a line or an argv, and the task fails on every member naming host, variable
+    and fix - fabric addresses (C(dgxspark_fabric_ip)) must be IP addresses (no name, pattern, network, IPv6 scope or
+    quote); API keys and tokens (C(dgxspark_api_key), C(dgxspark_hf_token) and the roles' own) 8 to 512 of the
+    characters C(A-Za-z0-9._~+/=:@-), as the gateway takes them (their values are never shown); cluster and group names and the
+    inventory's host names letters, digits, C(_), C(.) and C(-); images (C(dgxspark_image), C(hybrid_image_source),
+    C(hybrid_image_base)) references of the Docker grammar; models (C(dgxspark_model)) Hugging Face ids and
+    revisions plain ref names; the directories the collection makes 0700 or removes (C(node_trust_dir) and the
+    roles' other C(*_dir) variables) plain absolute paths with a component named C(dgxspark...), so never C(/),
+    C(/etc) or C(/root); the weights' directories (C(dgxspark_models_dir)) plain absolute paths outside the system's.
+    An unset value is left to the role's default. A host outside the fleet (a gateway) has its own values checked.
+  - The fabric a node reports (O(fabric), from M(dgxspark.vllm.rdma_facts)) is checked the same way - IP addresses,
+    interface names, and environment variables without newlines or quotes - before any member reads it.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.read_only

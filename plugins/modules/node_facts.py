@@ -27,7 +27,7 @@ options:
     type: path
     default: /var/lib/docker
   ping_targets:
-    description: Fabric addresses to ping (the node's peers).
+    description: Fabric addresses to ping (the node's peers); each must be an IP address, else nothing is pinged.
     type: list
     elements: str
     default: []
@@ -111,6 +111,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import InputError, ip
+
 GPU_QUERY = ["--query-gpu=name,memory.total,driver_version,uuid", "--format=csv,noheader"]
 
 
@@ -150,7 +152,7 @@ def ping_args(target: str, p: dict) -> list[str]:
             "-s", str(p["mtu"] - 28)]
     if p["ping_interface"]:
         args += ["-I", p["ping_interface"]]
-    return [*args, target]
+    return [*args, "--", target]
 
 
 def ping_all(module: AnsibleModule, p: dict) -> list[dict]:
@@ -187,6 +189,12 @@ def main() -> None:
     if not 576 <= p["mtu"] <= 65535 or p["ping_count"] < 1 or p["ping_timeout"] < 1 or p["ping_interval"] <= 0:
         module.fail_json(msg=f"mtu must be 576-65535 (is {p['mtu']}), ping_count and ping_timeout at least 1, "
                              f"ping_interval above 0")
+    for target in p["ping_targets"]:
+        try:
+            ip(target)
+        except InputError as exc:
+            module.fail_json(msg=f"ping_targets: {target!r:.80} {exc} (the peers' fabric IPs, as rdma_facts found "
+                                 "them or the inventory's dgxspark_fabric_ip)")
     clock = time.time()
     rc, out, err = run(module, "docker", ["version", "--format", "{{.Server.Version}}"])
     docker = {"rc": rc, "version": out.strip() if rc == 0 else "", "error": "" if rc == 0 else (err or out.strip())}

@@ -25,7 +25,7 @@ def test_batches_of_whole_clusters():
 def test_an_invalid_fleet_or_a_scattered_cluster_is_named():
     groups, hostvars = fleet()
     hostvars["a2"]["dgxspark_node_role"] = "head"
-    with pytest.raises(AnsibleFilterError, match="the inventory is not a valid fleet: host a1: it is in no cluster"):
+    with pytest.raises(AnsibleFilterError, match=r"the inventory is not a valid fleet: cluster pair_a: it has 2 heads \(a1, a2\)"):
         cluster_batches(groups, hostvars)
     groups, hostvars = fleet()
     groups["spark_pairs"] = ["a1", "c1", "a2", "c2", "c3", "c4", "d1"]

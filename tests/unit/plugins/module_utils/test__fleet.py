@@ -189,7 +189,8 @@ def test_two_heads_and_no_head():
     for host in ("s3", "s4"):
         hv[host]["dgxspark_cluster"] = "pair2"
     errors = resolve_fleet(groups, hv)["errors"]
-    assert "cluster pair1: it has two heads (s1, s2); exactly one host per cluster has dgxspark_node_role: head" in errors
+    assert ("cluster pair1: it has two heads (s1, s2); exactly one host per cluster has dgxspark_node_role: head: "
+            "set dgxspark_node_role: worker on all but one of them") in errors
     assert "cluster pair2: it has no head; set dgxspark_node_role: head on exactly one of its hosts" in errors
 
 
@@ -241,7 +242,8 @@ def test_the_fabric_each_member_published_is_in_every_members_node_fact():
 def test_two_members_with_one_fabric_ip_are_named():
     groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")]})
     node = resolve_fleet(groups, hv)["nodes"]["s1"]
-    _out, errors = with_fabric(node, {"s1": node_fabric(_fab("10.9.0.1", "a")), "s2": node_fabric(_fab("10.9.0.1", "b"))})
+    _out, errors = with_fabric(node, {"s1": node_fabric(_fab("10.9.0.1", "10.0.0.1")),
+                                  "s2": node_fabric(_fab("10.9.0.1", "10.0.0.2"))})
     assert errors == ["cluster pair1: hosts s1 and s2 both have the fabric IP 10.9.0.1 (found on their fabric "
                       "interfaces); give each node its own address (netplan) or set dgxspark_fabric_interface to the "
                       "right port"]

@@ -86,6 +86,7 @@ def test_plan_by_image_id_never_tags():
 def test_ssh_argv_is_strict_and_shell_free():
     argv = u.ssh_argv({"host": "192.168.100.12", "port": 2222}, "/k", "/kh", "root", 7)
     assert argv[0] == "ssh" and argv[-3:] == ["--", "192.168.100.12", "dgxspark-transfer"]
+    assert argv[1:3] == ["-F", "none"]  # no ssh_config can add a ProxyCommand, a LocalCommand or another key
     assert "StrictHostKeyChecking=yes" in argv and "UserKnownHostsFile=/kh" in argv and "BatchMode=yes" in argv
     assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-i") + 1] == "/k"
     assert "ConnectTimeout=7" in argv and not any("StrictHostKeyChecking=no" in a for a in argv)

@@ -95,7 +95,8 @@ def test_bad_keys_are_refused(key, message):
 
 
 @pytest.mark.parametrize("address", ["", "192.168.100.11\n10.0.0.1", "host name", "-spark", "spark_1", "a,b",
-                                     "300.1.1.1", "*", "[fd00::1]"])
+                                     "300.1.1.1", "*", "[fd00::1]", "fe80::1%x\n@cert-authority *",
+                                     "fe80::1%eth0"])
 def test_bad_addresses_are_refused(address):
     with pytest.raises(t.TrustLineError, match="spark-2: the fabric address|spark-2: the fabric address is empty"):
         t.known_hosts_text([{"name": "spark-2", "address": address, "host_key": KEY2}])

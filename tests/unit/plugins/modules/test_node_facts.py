@@ -50,8 +50,8 @@ def test_a_healthy_node(bindir, tmp_path, capsys):
     assert [p["target"] for p in result["pings"]] == ["10.0.0.2", "10.0.0.3"]
     assert all(p["rc"] == 0 and "0% packet loss" in p["output"] for p in result["pings"])
     calls = sorted((tmp_path / "pings").read_text().splitlines())
-    assert calls == ["-c 2 -i 0.2 -W 2 -M do -s 8972 -I enp1s0f1np1 10.0.0.2",
-                     "-c 2 -i 0.2 -W 2 -M do -s 8972 -I enp1s0f1np1 10.0.0.3"]
+    assert calls == ["-c 2 -i 0.2 -W 2 -M do -s 8972 -I enp1s0f1np1 -- 10.0.0.2",
+                     "-c 2 -i 0.2 -W 2 -M do -s 8972 -I enp1s0f1np1 -- 10.0.0.3"]
 
 
 def test_failures_are_reported_not_raised(bindir, tmp_path, capsys):
@@ -73,6 +73,16 @@ def test_missing_tools(bindir, tmp_path, capsys, monkeypatch):
     assert result["docker"]["rc"] == 127 and "docker is not installed" in result["docker"]["error"]
     assert result["gpus"]["rc"] == 127 and "nvidia-smi is not installed" in result["gpus"]["error"]
     assert result["pings"][0]["rc"] == 127 and "ping is not installed" in result["pings"][0]["output"]
+
+
+@pytest.mark.parametrize("target", ["-f", '10.0.0.2",x', "*", "10.0.0.0/24", "fe80::1%eth0 -f", "spark-2"])
+def test_a_target_that_is_no_ip_address_fails_and_pings_nothing(bindir, tmp_path, capsys, target):
+    tool(bindir, "docker", 'echo "28.3.3"')
+    tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
+    tool(bindir, "ping", 'echo "$@" >> "%s"' % (tmp_path / "pings"))
+    result = run(capsys, {"docker_root": str(tmp_path), "ping_targets": ["10.0.0.2", target]})
+    assert result["failed"] and "ping_targets:" in result["msg"] and "not an IP address" in result["msg"]
+    assert not (tmp_path / "pings").exists()
 
 
 def test_meminfo_parsing():

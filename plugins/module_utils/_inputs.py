@@ -1,0 +1,283 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The inventory's values checked against their grammar before any of them reaches a file, a line or an argv.
+
+Addresses go into authorized_keys' from=, known_hosts, ping and ssh; keys and tokens into env files; image names
+into a Dockerfile's FROM; model ids into paths; directories are made 0700 or removed whole. Each check here is pure
+Python over plain values, run by the action plugin dgxspark.vllm.fleet at the start of every playbook, before any
+task changes a node. A problem is a sentence naming the host, the variable and the fix; a secret's value is never
+repeated in it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+# Plain absolute paths: what authorized_keys' command= and the roles' argv take without quoting.
+PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+# A name: an inventory host, a cluster, a group.
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# A Hugging Face repository id: [namespace/]name, letters, digits, '-', '_' and '.', neither starting nor ending
+# with '-' or '.', without '--' or '..', at most 96 characters a part.
+HF_PART = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
+# A revision: a branch, a tag or a commit (git's ref names, restricted to the characters Hugging Face uses).
+REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
+# An image reference (the Docker distribution grammar): [domain[:port]/]path[:tag][@digest].
+_DOMAIN_PART = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+_DOMAIN = rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]{{1,5}})?"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REF = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*"
+                       r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
+# A secret (API key, token): what the gateway takes as a client or engine key (module_utils/_gateway.py), so that a
+# key the deployment accepts is one the gateway accepts too; no blank, quote, comma, backslash or newline, which would
+# end an env file's or a configuration's line or value early.
+SECRET = re.compile(r"^[A-Za-z0-9._~+/=:@-]{8,512}$")
+
+# The system's own directories (and the trees a directory of the collection never lies in).
+SYSTEM_DIRS = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt",
+                         "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/local",
+                         "/var", "/var/lib", "/var/log", "/var/tmp", "/var/cache", "/var/run", "/data"))
+SYSTEM_TREES = ("/proc", "/sys", "/dev", "/boot", "/etc", "/usr", "/bin", "/sbin", "/lib", "/run")
+
+# What each variable is, and how to fix it. Checked where the inventory (or -e) sets it; the roles' defaults pass.
+IP = "ip"
+SECRET_KIND = "secret"
+NAME_KIND = "name"
+IMAGE = "image"
+MODEL = "model"
+MODEL_OR_PATH = "model_or_path"
+REVISION_KIND = "revision"
+OWN_DIR = "own_dir"
+DATA_DIR = "data_dir"
+
+VARIABLES = {
+    "dgxspark_fabric_ip": IP,
+    "preflight_fabric_ip": IP,
+    "dgxspark_api_key": SECRET_KIND,
+    "vllm_serve_api_key": SECRET_KIND,
+    "gateway_engine_api_key": SECRET_KIND,
+    "dgxspark_hf_token": SECRET_KIND,
+    "model_sync_hf_token": SECRET_KIND,
+    "dgxspark_cluster": NAME_KIND,
+    "dgxspark_pair": NAME_KIND,
+    "dgxspark_fleet_group": NAME_KIND,
+    "dgxspark_gateway_group": NAME_KIND,
+    "dgxspark_image": IMAGE,
+    "hybrid_image_source": IMAGE,
+    "hybrid_image_base": IMAGE,
+    "dgxspark_model": MODEL,
+    "model_sync_model": MODEL,
+    "vllm_serve_model": MODEL_OR_PATH,  # or an absolute path in the container
+    "dgxspark_model_revision": REVISION_KIND,
+    "model_sync_revision": REVISION_KIND,
+    # Directories the collection makes 0700, empties or removes whole (teardown, state: absent).
+    "node_trust_dir": OWN_DIR,
+    "node_trust_program_dir": OWN_DIR,
+    "watchdog_program_dir": OWN_DIR,
+    "watchdog_config_dir": OWN_DIR,
+    "watchdog_state_dir": OWN_DIR,
+    "gateway_config_dir": OWN_DIR,
+    "gateway_door_config_dir": OWN_DIR,
+    "gateway_run_dir": OWN_DIR,
+    "hybrid_image_build_dir": OWN_DIR,
+    "vllm_serve_config_dir": OWN_DIR,
+    "ray_cluster_config_dir": OWN_DIR,
+    "ray_cluster_launcher_dir": OWN_DIR,
+    "rollout_config_dir": OWN_DIR,
+    # Directories of weights: files in a model's directory are replaced and removed by a sync.
+    "dgxspark_models_dir": DATA_DIR,
+    "model_sync_models_dir": DATA_DIR,
+    "vllm_serve_models_dir": DATA_DIR,
+    "node_trust_models_root": DATA_DIR,
+}
+
+
+class InputError(ValueError):
+    """A value that must not reach a file, a line or an argv; its message says what is wrong and the fix."""
+
+
+def _text(value, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"is a {type(value).__name__}, not a string: {what}")
+    return str(value)
+
+
+def _components(path: str) -> list[str]:
+    return path.split("/")[1:]
+
+
+def ip(value) -> str:
+    """VALUE as an IP address (the text ipaddress accepts; no name, pattern, network or quote)."""
+    text = _text(value, "set it to an IP address such as 192.168.100.11")
+    try:
+        # ipaddress takes an IPv6 scope (fe80::1%...) of any characters, a blank or newline included: none here.
+        if "%" not in text:
+            return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    raise InputError(f"is {text!r:.80}, not an IP address; set it to one IP address such as 192.168.100.11 "
+                     "(no name, network, pattern, IPv6 scope or quote)")
+
+
+def secret(value) -> str:
+    """VALUE as a secret for an env file or a configuration line (the value itself is never shown)."""
+    text = _text(value, "set it to the key or token as one quoted word")
+    if not text or SECRET.fullmatch(text):
+        return text
+    bad = [what for what, found in (("a newline", "\n" in text or "\r" in text),
+                                    ("a control character", any(ord(c) < 32 and c not in "\r\n" or ord(c) == 127
+                                                                for c in text)),
+                                    ("a blank", " " in text or "\t" in text),
+                                    ("a quote", "'" in text or '"' in text),
+                                    ("a backslash", "\\" in text),
+                                    ("a comma", "," in text),
+                                    ("a character outside printable ASCII", any(ord(c) > 127 for c in text)))
+           if found]
+    if bad:
+        said = "contains " + " and ".join(bad)
+    elif not 8 <= len(text) <= 512:
+        said = f"has {len(text)} characters"
+    else:
+        said = "contains a character other than A-Z a-z 0-9 . _ ~ + / = : @ -"
+    raise InputError(f"{said} (the value is not shown); set it to 8 to 512 of the characters A-Z a-z 0-9 . _ ~ + / = : @ - (what "
+                     "the gateway accepts), e.g. generated with `openssl rand -hex 32`")
+
+
+def name(value) -> str:
+    text = _text(value, "set it to a name of letters, digits, '_', '.' and '-'")
+    if not NAME.fullmatch(text):
+        raise InputError(f"is {text!r:.80}; set it to a name of letters, digits, '_', '.' and '-' (at most 63, "
+                         "starting with a letter or digit)")
+    return text
+
+
+def image(value) -> str:
+    """VALUE as an image reference ([registry[:port]/]repository[:tag][@digest], or sha256:<id>)."""
+    text = _text(value, "set it to an image reference such as registry.example/vllm/vllm-openai:v0.17.1")
+    if IMAGE_ID.fullmatch(text) or (IMAGE_REF.fullmatch(text) and len(text.split("@", maxsplit=1)[0]) <= 255):
+        return text
+    raise InputError(f"is {text!r:.120}, not an image reference; set it to [registry[:port]/]repository[:tag]"
+                     "[@digest] with a lowercase repository, e.g. hellohal2064/vllm-qwen3.5-gb10:latest")
+
+
+def model(value) -> str:
+    """VALUE as a Hugging Face repository id ([namespace/]name): the last part names the model's directory."""
+    text = _text(value, "set it to a Hugging Face id such as Qwen/Qwen3.5-122B-A10B-FP8")
+    parts = text.split("/")
+    if 1 <= len(parts) <= 2 and all(HF_PART.fullmatch(p) and ".." not in p and "--" not in p for p in parts):
+        return text
+    raise InputError(f"is {text!r:.120}, not a Hugging Face id; set it to namespace/name of letters, digits, '-', "
+                     "'_' and '.' (no '..', '--', leading or trailing '.' or '-'), e.g. Qwen/Qwen3.5-122B-A10B-FP8")
+
+
+def model_or_path(value) -> str:
+    """VALUE as a Hugging Face id, or a plain absolute path (of the model inside the serving container)."""
+    text = _text(value, "set it to a Hugging Face id or an absolute path")
+    if text.startswith("/") and _plain_path(text):
+        return text
+    try:
+        return model(text)
+    except InputError:
+        raise InputError(f"is {text!r:.120}, neither a Hugging Face id nor a plain absolute path; set it to "
+                         "namespace/name (e.g. Qwen/Qwen3.5-122B-A10B-FP8) or to a path of letters, digits, '/', "
+                         "'.', '_' and '-' without '.' or '..' components") from None
+
+
+def revision(value) -> str:
+    text = _text(value, "set it to a branch, tag or commit")
+    if REVISION.fullmatch(text) and ".." not in text and "//" not in text and not text.endswith(("/", ".lock")):
+        return text
+    raise InputError(f"is {text!r:.120}; set it to a branch, tag or commit id (letters, digits, '.', '_', '-', '/'; "
+                     "no '..'), e.g. main")
+
+
+def _plain_path(text: str) -> bool:
+    return bool(PLAIN_PATH.fullmatch(text)) and not any(p in (".", "..") for p in _components(text))
+
+
+def own_dir(value) -> str:
+    """VALUE as a directory of the collection's own (one that may be made 0700 or removed whole): a plain absolute
+    path with a component named dgxspark..., so never the system's /, /etc, /root, /opt or /var/lib."""
+    text = _text(value, "set it to a directory of the collection's own, such as /etc/dgxspark/transfer")
+    if _plain_path(text) and text not in SYSTEM_DIRS and any(p.startswith("dgxspark") for p in _components(text)):
+        return text
+    raise InputError(f"is {text!r:.120}, which is not a directory of the collection's own (the collection makes it "
+                     "0700 and removes it whole); set it to a plain absolute path with a component named dgxspark..., "
+                     "e.g. /etc/dgxspark/transfer, or leave it unset for the default")
+
+
+def data_dir(value) -> str:
+    """VALUE as a directory of model weights: a plain absolute path, not a system directory nor under one."""
+    text = _text(value, "set it to a directory of weights such as /srv/dgxspark/models")
+    if _plain_path(text) and text not in SYSTEM_DIRS and not any(
+            text == tree or text.startswith(tree + "/") for tree in SYSTEM_TREES):
+        return text
+    raise InputError(f"is {text!r:.120}, which is no directory for model weights (files in it are replaced and "
+                     "removed); set it to a plain absolute path of its own, outside /etc, /usr, /proc, /sys, /dev, "
+                     "/boot and /run and not a system directory itself, e.g. /srv/dgxspark/models")
+
+
+CHECKS = {IP: ip, SECRET_KIND: secret, NAME_KIND: name, IMAGE: image, MODEL: model, MODEL_OR_PATH: model_or_path,
+          REVISION_KIND: revision,
+          OWN_DIR: own_dir, DATA_DIR: data_dir}
+
+
+def check_value(host: str, variable: str, value, kind: str | None = None) -> str | None:
+    """The problem with VARIABLE = VALUE on HOST, as a sentence naming both and the fix; None when it is fine.
+
+    An unset or empty value is fine here (the roles require what they need)."""
+    if value is None or value == "":
+        return None
+    try:
+        CHECKS[kind or VARIABLES[variable]](value)
+    except InputError as exc:
+        return f"host {host}: {variable} {exc}"
+    return None
+
+
+def check_host(host: str, variables: dict) -> list[str]:
+    """Every problem among VARIABLES (name to value, as the inventory or -e sets them for HOST) and HOST's name."""
+    problems = []
+    if not isinstance(host, str) or not NAME.fullmatch(host):
+        problems.append(f"host {host!r:.80}: its inventory name must be letters, digits, '_', '.' and '-' (at most "
+                        "63, starting with a letter or digit); rename it and set ansible_host to its address")
+    for variable, kind in VARIABLES.items():
+        if variable in variables:
+            problem = check_value(host, variable, variables[variable], kind)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+# What a node reports about its own fabric (dgxspark.vllm.rdma_facts) is checked as strictly as the inventory: it
+# goes into authorized_keys' from=, known_hosts, ping's argv and the engines' environment.
+IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_fabric(host: str, fabric: dict) -> list[str]:
+    """The problems in the fabric HOST published (node_fabric's shape), naming HOST and the fix."""
+    problems = []
+    fix = ("check the node's fabric and LAN interfaces (ip -br addr), or set dgxspark_fabric_interface to the right "
+           "port")
+    for key, what in (("ip", "fabric IP"), ("lan_ip", "LAN IP")):
+        value = fabric.get(key) or ""
+        if value:
+            try:
+                ip(value)
+            except InputError:
+                problems.append(f"host {host}: the {what} it reported (dgxspark_node.fabric.{key}) is {value!r:.80}, "
+                                f"not an IP address; {fix}")
+    for key in ("interface", "lan_interface"):
+        value = fabric.get(key) or ""
+        if value and not IFNAME.fullmatch(value):
+            problems.append(f"host {host}: the interface it reported (dgxspark_node.fabric.{key}) is {value!r:.80}, "
+                            f"not an interface name; {fix}")
+    for key, value in (fabric.get("env") or {}).items():
+        if not ENV_NAME.fullmatch(key) or any(ord(c) < 32 or ord(c) == 127 for c in value) or '"' in value \
+                or "'" in value or "\\" in value:
+            problems.append(f"host {host}: the environment it reported (dgxspark_node.fabric.env) has {key!r:.60}="
+                            f"{value!r:.80}, which is no variable name or has a newline, quote or backslash; {fix}")
+    return problems

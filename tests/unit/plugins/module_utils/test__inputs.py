@@ -1,0 +1,126 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of the inventory's values checked against their grammar: addresses, secrets, names, image references,
+model ids, revisions and directories; every problem names host, variable and fix, and never shows a secret."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _inputs as i
+
+
+@pytest.mark.parametrize(("kind", "value"), [
+    (i.IP, "192.168.100.11"), (i.IP, "fd00::11"),
+    (i.SECRET_KIND, "lab-api-key-not-a-secret"), (i.SECRET_KIND, "hf_AbCdEf0123456789"), (i.SECRET_KIND, 12345678),
+    (i.SECRET_KIND, "Az09._~+/=:@-"),
+    (i.NAME_KIND, "pair1"), (i.NAME_KIND, "spark-1.example.com"), (i.NAME_KIND, "spark_pairs"),
+    (i.IMAGE, "hellohal2064/vllm-qwen3.5-gb10:latest"), (i.IMAGE, "lab/vllm-qwen35:0.17"), (i.IMAGE, "python:3"),
+    (i.IMAGE, "registry.example:5000/vllm/vllm-openai:v0.17.1"), (i.IMAGE, "nvcr.io/nvidia/vllm:25.09-py3"),
+    (i.IMAGE, "localhost/dgxspark-vllm:hybrid-0f3a"), (i.IMAGE, "sha256:" + "0a" * 32),
+    (i.IMAGE, "vllm/vllm-openai@sha256:" + "ab" * 32),
+    (i.MODEL, "Qwen/Qwen3.5-122B-A10B-FP8"), (i.MODEL, "gpt2"), (i.MODEL, "meta-llama/Llama-3.1-8B_Instruct"),
+    (i.MODEL_OR_PATH, "Qwen/Qwen3.5-122B-A10B-FP8"), (i.MODEL_OR_PATH, "/srv/m/x"),
+    (i.REVISION_KIND, "main"), (i.REVISION_KIND, "refs/pr/12"), (i.REVISION_KIND, "0123abcd" * 5),
+    (i.OWN_DIR, "/etc/dgxspark/transfer"), (i.OWN_DIR, "/opt/dgxspark/bin"), (i.OWN_DIR, "/var/tmp/dgxspark-hybrid"),
+    (i.OWN_DIR, "/var/lib/dgxspark/gateway"), (i.OWN_DIR, "/srv/dgxspark"),
+    (i.DATA_DIR, "/srv/dgxspark/models"), (i.DATA_DIR, "/data/models"), (i.DATA_DIR, "/home/nvidia/models"),
+])
+def test_good_values_pass(kind, value):
+    assert i.check_value("spark-1", "some_variable", value, kind) is None
+    assert i.CHECKS[kind](value) == str(value)
+
+
+@pytest.mark.parametrize(("kind", "value"), [
+    (i.IP, '192.168.100.11",port-forwarding,permitopen="any'), (i.IP, "*"), (i.IP, "192.168.100.*"),
+    (i.IP, "192.168.100.0/24"), (i.IP, "spark-2"), (i.IP, "fe80::1%x\n@cert-authority *"), (i.IP, "fe80::1%eth0"),
+    (i.IP, "-f"), (i.IP, "192.168.100.11 "), (i.IP, ["192.168.100.11"]), (i.IP, True),
+    (i.NAME_KIND, "pair 1"), (i.NAME_KIND, "pair1\n"), (i.NAME_KIND, "pair'1"), (i.NAME_KIND, "-pair"),
+    (i.NAME_KIND, "p/1"),
+    (i.IMAGE, "lab/vllm:0.17\nRUN rm -rf /"), (i.IMAGE, "Lab/VLLM:0.17"), (i.IMAGE, "lab/vllm:bad tag"),
+    (i.IMAGE, "lab/vllm:"), (i.IMAGE, "-lab/vllm"), (i.IMAGE, "lab//vllm"), (i.IMAGE, "lab/vllm:" + "t" * 129),
+    (i.IMAGE, "lab/vllm@sha256:zz"), (i.IMAGE, "--build-arg=x"),
+    (i.MODEL, "../../etc"), (i.MODEL, "Qwen/../../etc"), (i.MODEL, "/srv/models/x"), (i.MODEL, "a/b/c"),
+    (i.MODEL, "Qwen/Qwen3.5\n"), (i.MODEL, "Qwen/.hidden"), (i.MODEL, "Qwen/x--y"), (i.MODEL, "Qwen/x.."),
+    (i.MODEL, "Qwen/" + "x" * 97),
+    (i.MODEL_OR_PATH, "/srv/../etc"), (i.MODEL_OR_PATH, "x\ny"), (i.MODEL_OR_PATH, "/srv/m x"),
+    (i.REVISION_KIND, "../main"), (i.REVISION_KIND, "main\n"), (i.REVISION_KIND, "-main"), (i.REVISION_KIND, "a b"),
+    (i.OWN_DIR, "/etc"), (i.OWN_DIR, "/root"), (i.OWN_DIR, "/"), (i.OWN_DIR, "/opt"), (i.OWN_DIR, "/etc/ssh"),
+    (i.OWN_DIR, "/etc/dgxspark/.."), (i.OWN_DIR, "/etc/dgxspark/../../root"), (i.OWN_DIR, "etc/dgxspark"),
+    (i.OWN_DIR, "/etc/dgxspark/"), (i.OWN_DIR, "/etc//dgxspark"), (i.OWN_DIR, "/etc/dgxspark x"),
+    (i.OWN_DIR, "/var/lib/docker"),
+    (i.DATA_DIR, "/"), (i.DATA_DIR, "/etc"), (i.DATA_DIR, "/etc/models"), (i.DATA_DIR, "/usr/share/models"),
+    (i.DATA_DIR, "/srv"), (i.DATA_DIR, "/srv/../etc"), (i.DATA_DIR, "models"), (i.DATA_DIR, "/srv/models\n"),
+])
+def test_bad_values_are_refused_naming_host_variable_and_fix(kind, value):
+    problem = i.check_value("spark-2", "the_variable", value, kind)
+    assert problem and problem.startswith("host spark-2: the_variable ")
+    assert "; set it to" in problem or ": set it to" in problem
+    with pytest.raises(i.InputError):
+        i.CHECKS[kind](value)
+
+
+@pytest.mark.parametrize(("value", "what"), [
+    ("s3cr3t\nVLLM_ALLOW=1", "a newline"), ("s3cr3t\r", "a newline"), ('key"x', "a quote"), ("key'x", "a quote"),
+    ("two words", "a blank"), ("tab\there", "a blank"), ("back\\slash", "a backslash"), ("nul\x00", "a control"),
+    ("caf\u00e9-key", "outside printable ASCII"), ("a,b-long-key", "a comma"), ("short", "has 5 characters"),
+    ("x" * 513, "has 513 characters"), ("dollar$key", "a character other than A-Z a-z 0-9"),
+])
+def test_a_secret_is_refused_without_showing_it(value, what):
+    problem = i.check_value("spark-1", "dgxspark_api_key", value)
+    assert problem.startswith("host spark-1: dgxspark_api_key ") and what in problem
+    assert "the value is not shown" in problem and "openssl rand" in problem and "set it to 8 to 512" in problem
+    hidden = value.replace("\n", "").replace("\r", "")
+    assert hidden not in problem and value not in problem
+
+
+def test_unset_or_empty_values_are_left_to_the_roles():
+    assert i.check_host("spark-1", {"dgxspark_api_key": "", "node_trust_dir": None, "dgxspark_model": ""}) == []
+
+
+def test_check_host_names_every_problem_and_the_host_itself():
+    problems = i.check_host("spark 1", {"node_trust_dir": "/etc", "dgxspark_image": "Bad Image",
+                                        "dgxspark_fabric_ip": "*", "dgxspark_api_key": "fine-key",
+                                        "unrelated_variable": "/etc"})
+    assert len(problems) == 4
+    assert problems[0].startswith("host 'spark 1': its inventory name must be")
+    assert any(p.startswith("host spark 1: node_trust_dir is '/etc', which is not a directory of the collection's "
+                            "own") and "e.g. /etc/dgxspark/transfer" in p for p in problems)
+    assert any(p.startswith("host spark 1: dgxspark_image is 'Bad Image', not an image reference") for p in problems)
+    assert any(p.startswith("host spark 1: dgxspark_fabric_ip is '*', not an IP address") for p in problems)
+
+
+def test_every_default_of_the_roles_passes():
+    """The roles' own defaults for the variables checked here are all accepted (an untouched inventory passes)."""
+    import pathlib
+
+    import yaml
+
+    roles = pathlib.Path(__file__).resolve().parents[4] / "roles"
+    seen = 0
+    for defaults in roles.glob("*/defaults/main.yml"):
+        for variable, value in (yaml.safe_load(defaults.read_text()) or {}).items():
+            if variable in i.VARIABLES and isinstance(value, str) and "{{" not in value:
+                seen += 1
+                assert i.check_value("spark-1", variable, value) is None, (defaults, variable, value)
+    assert seen >= 15
+
+
+@pytest.mark.parametrize(("fabric", "message"), [
+    ({"ip": "*"}, "host s2: the fabric IP it reported (dgxspark_node.fabric.ip) is '*', not an IP address"),
+    ({"ip": '10.0.0.2",permitopen="any'}, "dgxspark_node.fabric.ip"),
+    ({"lan_ip": "10.0.0.2\n"}, "the LAN IP it reported (dgxspark_node.fabric.lan_ip)"),
+    ({"interface": "eth0 -f"}, "the interface it reported (dgxspark_node.fabric.interface)"),
+    ({"lan_interface": "a" * 16}, "dgxspark_node.fabric.lan_interface"),
+    ({"env": {"NCCL_SOCKET_IFNAME": "eth0\nVLLM_API_KEY=x"}}, "the environment it reported"),
+    ({"env": {"BAD NAME": "1"}}, "the environment it reported"),
+])
+def test_a_fabric_a_node_reports_is_checked(fabric, message):
+    problems = i.check_fabric("s2", fabric)
+    assert len(problems) == 1 and message in problems[0] and "set dgxspark_fabric_interface" in problems[0]
+
+
+def test_a_good_fabric_passes():
+    assert i.check_fabric("s1", {"ip": "192.168.100.11", "lan_ip": "10.0.0.11", "interface": "enp1s0f1np1",
+                                 "lan_interface": "enP7s7", "env": {"NCCL_IB_HCA": "=rocep1s0f1:1",
+                                                                    "VLLM_HOST_IP": "192.168.100.11"}}) == []
