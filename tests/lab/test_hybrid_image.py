@@ -162,3 +162,24 @@ def test_second_overlay_run_builds_nothing(overlay):
     assert [res.get("skipped") for res in task(results, "Build and verify the image")] == [True]
     assert tags() == before_tags  # same tags on the same image IDs
     assert image_ids() == before_ids  # and no new image or layer
+
+
+def test_a_tag_that_holds_another_image_is_built_and_verified_again(overlay):
+    """0.1.0 took "the tag exists" for "verified": anything tagged under the content tag (a transfer that moved it, a
+    hand-made image) was served. The role now reuses the tag only when it holds the ID it recorded after the gates."""
+    args, (rc, _stats, results, stdout) = overlay
+    assert rc == 0, stdout[-3000:]
+    content = next(name for name in tags() if ":overlay-" in name)
+    verified = tags()[content]
+    record = json.loads(node_exec(NODE, "cat", "/var/lib/dgxspark/verified-images.json").stdout)
+    assert record[content] == verified
+    assert node_exec(NODE, "stat", "-c", "%a", "/var/lib/dgxspark/verified-images.json").stdout.strip() == "600"
+    node_exec(NODE, "docker", "tag", OLD, content)  # something else under the verified tag
+    rc, stats, results, stdout = build(*args)
+    assert rc == 0 and stats["failures"] == 0, stdout[-3000:]
+    warned, = task(results, "Warn that the tag holds an image this role did not verify")
+    assert f"{content} is {image_info(OLD)['id']}" in warned["msg"] and "building and verifying it again" in warned["msg"]
+    assert shown(results)[-1] == "gates: (a) pip_check passed, (b) inspection passed, (c) entrypoint passed"
+    assert tags()[content] == verified  # the same build (Docker's cache), verified again and tagged back
+    again, stats, _results, stdout = build(*args)
+    assert again == 0 and stats["changed"] == 0, stdout[-3000:]
