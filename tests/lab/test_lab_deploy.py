@@ -173,7 +173,8 @@ def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     before = node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout
     second = deploy("-e", "vllm_serve_backend=mp")
     assert second.returncode == 0, second.stdout[-5000:]
-    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0"
+    changed = [block.split("]", 1)[0] for block in second.stdout.split("\nTASK [")[1:] if "\nchanged: [" in block]
+    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0", changed
     assert node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout == before
 
 
