@@ -285,7 +285,8 @@ def serve_environment(path: str | None) -> dict[str, str] | None:
         try:
             listed = keep_from_ray_workers(extra, env)
         except OSError as exc:
-            raise LaunchError(f"cannot keep {', '.join(sorted(extra))} from vLLM's Ray workers: {exc}", EXIT_USAGE) from None
+            raise LaunchError(f"cannot keep {', '.join(sorted(extra))} from vLLM's Ray workers: {exc}",
+                              EXIT_USAGE) from None
         log(f"{', '.join(sorted(extra))} kept from vLLM's Ray workers ({listed})")
     return env
 

@@ -67,9 +67,9 @@ def test_download_reads_the_token_from_a_root_only_file_and_no_command_line_or_o
     varfile = tmp_path / "vars.json"  # as from vault: not on the ansible-playbook command line either
     varfile.write_text(json.dumps(extra))
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-e", f"ansible_python_interpreter={sys.executable}",
-                           str(play), "-vvv", "-e", f"@{varfile}"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    proc = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,",
+                           "-e", f"ansible_python_interpreter={sys.executable}", str(play), "-vvv", "-e", f"@{varfile}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     seen = json.loads(record.read_text())
     # The token is in no command line above the CLI (ps), no output of the play (-vvv), no argv, no environment ...
