@@ -14,7 +14,7 @@ description:
   - Builds the command that downloads a Hugging Face model repository into a local directory with the Hugging Face
     CLI (C(hf download), or C(huggingface-cli download) from older huggingface_hub releases), for
     C(ansible.builtin.command)'s C(argv) and the task's C(environment). No shell is involved.
-  - The token is never in the argv nor in the returned C(environment): O(token_file) names a root-only file on the
+  - The token is never in the argv nor in the returned C(environment). O(token_file) names a root-only file on the
     node holding it, and the CLI reads it through C(HF_TOKEN_PATH) (huggingface_hub; every release with C(hf)).
     Ansible writes a task's C(environment) onto the remote command line (C(ps), C(-vvv)) and C(docker run -e)
     copies values into C(docker inspect), so only the path goes there. In a container the file is mounted
