@@ -14,9 +14,11 @@ description:
   - Builds the command that downloads a Hugging Face model repository into a local directory with the Hugging Face
     CLI (C(hf download), or C(huggingface-cli download) from older huggingface_hub releases), for
     C(ansible.builtin.command)'s C(argv) and the task's C(environment). No shell is involved.
-  - The token is only ever in the returned C(environment) (as C(HF_TOKEN)), never in the argv. In a container the
-    argv passes it with C(docker run -e HF_TOKEN), by name, so it is not in C(docker inspect) or the process list
-    either. Use the result in a task with C(no_log=true).
+  - The token is never in the argv nor in the returned C(environment). O(token_file) names a root-only file on the
+    node holding it, and the CLI reads it through C(HF_TOKEN_PATH) (huggingface_hub; every release with C(hf)).
+    Ansible writes a task's C(environment) onto the remote command line (C(ps), C(-vvv)) and C(docker run -e)
+    copies values into C(docker inspect), so only the path goes there. In a container the file is mounted
+    read-only at C(/run/dgxspark/hf_token), and the container runs with every capability dropped.
 positional: _input, local_dir
 options:
   _input:
@@ -54,8 +56,10 @@ options:
     type: list
     elements: str
     default: []
-  token:
-    description: The Hugging Face token (from vault); empty means none.
+  token_file:
+    description:
+      - Absolute path on the node of a file (mode 0600) holding the Hugging Face token; empty means no token.
+      - Write it with M(dgxspark.vllm.node_files) under C(no_log), and remove it after the download.
     type: str
     default: ""
   docker:
@@ -65,15 +69,14 @@ options:
 """
 
 EXAMPLES = r"""
-- name: Download the model on the head (the token stays out of the output and the argv)
+- name: Download the model on the head (the token is read from a root-only file, never passed)
   vars:
     download: >-
       {{ 'Qwen/Qwen3.5-122B-A10B-FP8' | dgxspark.vllm.hf_download('/srv/dgxspark/models/Qwen3.5-122B-A10B-FP8',
-         token=hf_token) }}
+         token_file='/etc/dgxspark/hf/token') }}
   ansible.builtin.command:
     argv: "{{ download.argv }}"
   environment: "{{ download.environment }}"
-  no_log: true
   changed_when: true
 """
 
@@ -87,7 +90,7 @@ _value:
       type: list
       elements: str
     environment:
-      description: Variables the command needs (C(HF_TOKEN) when a token is given, C(HF_HUB_DISABLE_TELEMETRY)).
+      description: Variables the command needs (C(HF_TOKEN_PATH) with O(token_file), C(HF_HUB_DISABLE_TELEMETRY)).
       type: dict
 """
 
@@ -97,11 +100,11 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._model_files import 
 
 
 def hf_download(model, local_dir, where="host", cli="hf", image="", revision="", include=None, exclude=None,
-                token="", docker="docker"):
+                token_file="", docker="docker"):
     try:
         return download_command(str(model), str(local_dir), where=where, cli=cli, image=image, revision=revision,
-                                include=list(include or []), exclude=list(exclude or []), token=str(token or ""),
-                                docker=docker)
+                                include=list(include or []), exclude=list(exclude or []),
+                                token_file=str(token_file or ""), docker=docker)
     except ValueError as exc:
         raise AnsibleFilterError(f"hf_download: {exc}") from exc
 

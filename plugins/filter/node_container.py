@@ -14,7 +14,8 @@ description:
   - Returns the options of C(community.docker.docker_container) for an engine container, for every backend, so
     that no container misses what a Spark needs. The GPU through Docker's C(nvidia) device driver
     (C(device_requests), as C(--gpus all)); host network and IPC; shared memory; ulimits (C(memlock) unlimited,
-    C(nofile), C(stack) 64 MiB); with RDMA the verbs devices and C(IPC_LOCK); named volumes for the compile caches
+    C(nofile), C(stack) 64 MiB); every capability dropped (C(cap_drop) V([ALL])), with RDMA the verbs devices and
+    C(IPC_LOCK) given back; named volumes for the compile caches
     (C(/root/.cache/vllm), C(/root/.cache/flashinfer), C(/root/.triton)) that survive restarts; restart policy,
     stop timeout, labels, environment; the collection's launcher as the entrypoint.
   - Options left V(null) take the Spark default.
@@ -70,11 +71,11 @@ options:
     elements: str
     default: [nofile:1048576:1048576, "memlock:-1:-1", stack:67108864:67108864]
   capabilities:
-    description: Extra capabilities (C(IPC_LOCK) is added with RDMA).
+    description: Capabilities given back after C(cap_drop) V([ALL]) (C(IPC_LOCK) is added with RDMA).
     type: list
     elements: str
   privileged:
-    description: Run privileged (not needed on Sparks).
+    description: Run privileged (not needed on Sparks); then nothing is dropped.
     type: bool
     default: false
   restart_policy:
@@ -110,7 +111,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: The options of C(community.docker.docker_container) (name, image, entrypoint, command, env,
-    volumes, devices, device_requests, network_mode, ipc_mode, shm_size, ulimits, capabilities, privileged,
+    volumes, devices, device_requests, network_mode, ipc_mode, shm_size, ulimits, capabilities, cap_drop, privileged,
     restart_policy, stop_timeout, labels).
   type: dict
 """

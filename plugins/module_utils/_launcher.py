@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _ray
 
 # Other roles hash this into image tags: bump it with every behaviour change.
-LAUNCHER_VERSION = "1.2.0"
+LAUNCHER_VERSION = "1.3.0"
 
 PROG = "dgxspark-launch"
 
@@ -229,13 +229,66 @@ def read_env_file(path: str) -> dict[str, str]:
     return env
 
 
+# vLLM's Ray executor copies every variable vLLM registers (VLLM_API_KEY among them) and every VLLM_*/HF_* one from
+# the engine's environment to its Ray workers, on every node, except the names listed in this file under
+# VLLM_CONFIG_ROOT (vllm/ray/ray_env.py: RAY_NON_CARRY_OVER_ENV_VARS_FILE, read when vLLM imports it).
+RAY_NON_CARRY_OVER_FILE = "ray_non_carry_over_env_vars.json"
+
+
+def vllm_config_root(environ: dict[str, str]) -> str:
+    """VLLM_CONFIG_ROOT as vLLM resolves it (vllm/envs.py): the variable, else $XDG_CONFIG_HOME/vllm, else
+    ~/.config/vllm."""
+    if environ.get("VLLM_CONFIG_ROOT"):
+        return os.path.expanduser(environ["VLLM_CONFIG_ROOT"])
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.expanduser(os.path.join(base, "vllm"))
+
+
+def keep_from_ray_workers(names, environ: dict[str, str]) -> str:
+    """Add NAMES to vLLM's list of variables its Ray executor does not copy to the workers; returns the file.
+
+    The names already listed are kept; a list that is not valid JSON is replaced (vLLM would ignore it whole).
+    Only names are written, never values.
+    """
+    root = vllm_config_root(environ)
+    path = os.path.join(root, RAY_NON_CARRY_OVER_FILE)
+    listed: list[str] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            loaded = json.load(fh)
+        if isinstance(loaded, list):
+            listed = [str(name) for name in loaded]
+    except (OSError, ValueError):
+        pass
+    wanted = sorted(set(listed) | set(names))
+    if wanted != sorted(listed):
+        os.makedirs(root, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(wanted, fh)
+        os.replace(tmp, path)
+    return path
+
+
 def serve_environment(path: str | None) -> dict[str, str] | None:
-    """The serving process's environment: the container's plus the env file's (None: inherit as is)."""
+    """The serving process's environment: the container's plus the env file's (None: inherit as is).
+
+    The env file's variables are for the serving process only: they are kept from vLLM's Ray workers
+    (:func:`keep_from_ray_workers`), so the API key does not travel to the other nodes' processes.
+    """
     if not path:
         return None
     extra = read_env_file(path)
     log(f"serving environment from {path}: {', '.join(sorted(extra)) or 'nothing'} (values not shown)")
-    return {**os.environ, **extra}
+    env = {**os.environ, **extra}
+    if extra:
+        try:
+            listed = keep_from_ray_workers(extra, env)
+        except OSError as exc:
+            raise LaunchError(f"cannot keep {', '.join(sorted(extra))} from vLLM's Ray workers: {exc}",
+                              EXIT_USAGE) from None
+        log(f"{', '.join(sorted(extra))} kept from vLLM's Ray workers ({listed})")
+    return env
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

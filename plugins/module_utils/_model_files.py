@@ -282,16 +282,25 @@ def total_bytes(files: dict[str, dict], paths: t.Iterable[str] | None = None) ->
 
 # --------------------------------------------------------------------------- download
 
+# Where a container download finds the token file (read-only bind mount), and the variables that would carry the
+# token itself (refused: ps, -vvv and docker inspect show an environment).
+CONTAINER_TOKEN_PATH = "/run/dgxspark/hf_token"
+SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
 def download_command(model: str, local_dir: str, *, where: str = "host", cli: str = "hf", image: str = "",
                      revision: str = "", include: list[str] | None = None, exclude: list[str] | None = None,
-                     token: str = "", docker: str = "docker", container_models_dir: str = "/models",
+                     token_file: str = "", docker: str = "docker", container_models_dir: str = "/models",
                      extra_env: dict | None = None) -> dict:
     """The argv (no shell) and environment of a Hugging Face download of MODEL into LOCAL_DIR.
 
     ``where=host`` runs CLI on the node; ``where=container`` runs it in IMAGE with LOCAL_DIR's parent mounted.
     CLI ``hf`` (huggingface_hub >= 0.34) or ``huggingface-cli`` (older) take the same ``download`` arguments.
-    The token is never in the argv: it is in the environment (``HF_TOKEN``), which ``docker run -e HF_TOKEN``
-    passes on by name.
+    The token is never in the argv nor in an environment: TOKEN_FILE names a root-only file on the node that holds
+    it, and the CLI reads it through ``HF_TOKEN_PATH`` (huggingface_hub's ``constants.HF_TOKEN_PATH``, honoured by
+    every release that has ``hf``). Ansible puts a task's ``environment:`` on the remote command line (``ps``,
+    ``-vvv``) and ``docker run -e NAME`` copies the value into ``docker inspect``'s Config.Env; a path in either
+    is harmless. In a container the file is mounted read-only at :data:`CONTAINER_TOKEN_PATH`.
     """
     if where not in ("host", "container"):
         raise ValueError(f"where must be host or container, not {where!r}")
@@ -299,10 +308,16 @@ def download_command(model: str, local_dir: str, *, where: str = "host", cli: st
         raise ValueError(f"{model!r} is not a Hugging Face repository id (org/name)")
     if not local_dir.startswith("/"):
         raise ValueError(f"local_dir must be absolute, not {local_dir!r}")
+    if token_file and not token_file.startswith("/"):
+        raise ValueError(f"token_file must be an absolute path on the node, not {token_file!r}")
     env = {"HF_HUB_DISABLE_TELEMETRY": "1"}
     env.update(extra_env or {})
-    if token:
-        env["HF_TOKEN"] = token
+    for name in SECRET_ENV:
+        if name in env:
+            raise ValueError(f"{name} must not be in the environment (ps, -vvv and docker inspect show it): "
+                             "give the token as a file (token_file)")
+    if token_file:
+        env["HF_TOKEN_PATH"] = token_file if where == "host" else CONTAINER_TOKEN_PATH
     dest = local_dir
     if where == "container":
         if not image:
@@ -318,10 +333,14 @@ def download_command(model: str, local_dir: str, *, where: str = "host", cli: st
         args += ["--exclude", pattern]
     if where == "host":
         return {"argv": args, "environment": env}
-    argv = [docker, "run", "--rm", "--network", "host", "--entrypoint", cli]
+    # No capability is needed to fetch files over HTTPS and write them into a root-owned directory.
+    argv = [docker, "run", "--rm", "--network", "host", "--cap-drop", "ALL", "--entrypoint", cli]
     for name in sorted(env):
         argv += ["-e", name]  # by name: the value comes from docker's own environment, never the argv
-    argv += ["-v", f"{parent}:{container_models_dir.rstrip('/')}", image] + args[1:]
+    argv += ["-v", f"{parent}:{container_models_dir.rstrip('/')}"]
+    if token_file:
+        argv += ["-v", f"{token_file}:{CONTAINER_TOKEN_PATH}:ro"]
+    argv += [image] + args[1:]
     return {"argv": argv, "environment": env}
 
 

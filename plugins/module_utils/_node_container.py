@@ -12,6 +12,12 @@ hand-written spec, had no RDMA devices while the fabric set ``NCCL_NET=IB``). Wh
 * host network and IPC, a large ``/dev/shm`` (NCCL, Ray's object store);
 * with RDMA (the fabric environment enables NCCL's IB transport): the verbs devices (``/dev/infiniband``) and
   ``IPC_LOCK`` for pinned memory, with unlimited ``memlock`` -- not ``--privileged``;
+* least privilege: ``cap_drop: ALL``, then only what the container needs: ``IPC_LOCK`` with RDMA (above), the
+  inventory's extra capabilities, nothing else. Docker's default set would leave ``NET_RAW`` (a Ray task could sniff
+  the fabric and the LAN on the host network), ``NET_BIND_SERVICE``, ``CHOWN``, ``DAC_OVERRIDE``, ``FOWNER``,
+  ``SETUID``/``SETGID``, ``KILL``, ``MKNOD``, ``SYS_CHROOT`` and others that neither the launcher, Ray nor vLLM use:
+  they run as root over root-owned files (the launcher, the 0600 token and env file, the caches), on ports above
+  1023, and signal only their own processes;
 * ulimits: ``memlock`` unlimited, ``nofile`` 1048576, ``stack`` 64 MiB (eugr's non-privileged recipe);
 * named volumes for the compile caches (``/root/.cache/vllm``, ``/root/.cache/flashinfer``, ``/root/.triton``),
   so that a restart (rollout, reboot, rollback) does not redo torch.compile, FlashInfer JIT and Triton work.
@@ -30,6 +36,8 @@ DEFAULT_ULIMITS = ["nofile:1048576:1048576", "memlock:-1:-1", "stack:67108864:67
 DEFAULT_RDMA_DEVICES = "/dev/infiniband"
 DEFAULT_RESTART_POLICY = "unless-stopped"
 DEFAULT_STOP_TIMEOUT = 30
+# Every capability is dropped; the container gets back only these (plus IPC_LOCK with RDMA and the extra ones).
+CAP_DROP = ["ALL"]
 DEFAULT_CACHE_VOLUMES = {
     "/root/.cache/vllm": "dgxspark-vllm-cache",
     "/root/.cache/flashinfer": "dgxspark-flashinfer-cache",
@@ -150,7 +158,8 @@ def node_container(name: str, image: str, command: t.Sequence[str], *, component
         "ipc_mode": "host",
         "shm_size": shm,
         "ulimits": _ulimits(DEFAULT_ULIMITS if ulimits is None else ulimits),
-        "capabilities": sorted(caps),
+        "capabilities": sorted(set(caps)),
+        "cap_drop": [] if privileged else list(CAP_DROP),
         "privileged": bool(privileged),
         "restart_policy": policy,
         "stop_timeout": timeout,

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import re
 import sys
 import urllib.request
 
 import pytest
 
 from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, collection_as_it_was, fabric_if, fabric_ip,
-                    node, node_exec, run)
+                    mgmt_ip, node, node_exec, run)
 
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 KEY = "lab-api-key-not-a-secret"
@@ -31,12 +34,19 @@ def head_container():
                      "dgxspark-ray-head").stdout.strip()
 
 
+# Issue 15.4's sweep: a sentinel Hugging Face token beside the inventory's API key (KEY), given as from vault (a vars
+# file, not the ansible-playbook command line), and the first deploy at -vvv.
+HF_SENTINEL = "hf_labSENTINELtoken7c1d0e"
+
+
 @pytest.fixture(scope="module")
-def deployed(lab):
+def deployed(lab, tmp_path_factory):
     run([*LAB, "images", "vllm-qwen35-0.17"])
     run([*LAB, "load", "lab/vllm-qwen35:0.17"])
     run([*LAB, "models"])
-    first = deploy("-v")
+    secrets = tmp_path_factory.mktemp("secrets") / "vault.json"
+    secrets.write_text(json.dumps({"dgxspark_hf_token": HF_SENTINEL}))
+    first = deploy("-vvv", "-e", f"@{secrets}")
     yield first
     for backend in ("ray", "mp"):  # the last test leaves the mp ranks: take both backends' containers away
         run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "tests" / "lab" / "playbooks" / "serve.yml"),
@@ -113,13 +123,40 @@ def test_nvidia_netplan_mtu_1500_warns_and_serves(deployed):
     assert "mtu: 9000" in flat
 
 
-def test_api_key_never_in_inspect_ps_or_ansible_output(deployed):
-    assert KEY not in deployed.stdout  # the -v run
+def _digests(secret):
+    """What a log could hold instead of the secret: its common hashes, and those of the lines and encodings the
+    collection ever hashed (the env file's line, the token's base64 text)."""
+    forms = [secret, f"VLLM_API_KEY={secret}\n", base64.b64encode(secret.encode()).decode()]
+    return {name: getattr(hashlib, name)(form.encode()).hexdigest() for form in forms for name in ("md5", "sha1", "sha256")}
+
+
+def test_sentinel_secrets_are_nowhere_a_node_or_the_play_shows(deployed):
+    """Issue 15.4's sweep, after a -vvv deploy: the API key, the Hugging Face token and the pair's Ray token (read
+    from the head's 0600 file) - or a hash of one - are in no process command line of either node (every process of
+    the node and of its containers: /proc/*/cmdline), no container's `docker inspect`, no engine container's log, and
+    not in the play's -vvv output."""
+    assert deployed.returncode == 0, deployed.stdout[-5000:]
+    ray_token = node_exec(node(1), "cat", "/etc/dgxspark/ray/auth_token").stdout.strip()
+    assert len(ray_token) >= 32  # token auth is on (Ray 2.54): the sweep looks for a real secret too
+    secrets = {"API key": KEY, "HF token": HF_SENTINEL, "Ray token": ray_token}
+    needles = {**{name: value for name, value in secrets.items()},
+               **{f"{name} {kind}": digest for name, value in secrets.items() for kind, digest in _digests(value).items()}}
+    places = {"the play's -vvv output": deployed.stdout + deployed.stderr}
     for index in (1, 2):
-        inspect = node_exec(node(index), "sh", "-c", "docker inspect $(docker ps -aq)").stdout
-        assert KEY not in inspect
-        assert KEY not in node_exec(node(index), "ps", "auxww").stdout
-    # ... but the server does require it.
+        places[f"{node(index)} /proc/*/cmdline"] = node_exec(
+            node(index), "sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done").stdout
+        names = node_exec(node(index), "docker", "ps", "-aq").stdout.split()
+        assert names, f"no container on {node(index)}"
+        places[f"{node(index)} docker inspect"] = node_exec(node(index), "docker", "inspect", *names).stdout
+        for name in ("dgxspark-ray-head", "dgxspark-ray-worker"):
+            logs = node_exec(node(index), "docker", "logs", name, check=False)
+            if logs.returncode == 0:
+                places[f"{node(index)} docker logs {name}"] = logs.stdout + logs.stderr
+    assert f"{node(1)} docker logs dgxspark-ray-head" in places and f"{node(2)} docker logs dgxspark-ray-worker" in places
+    assert len(places[f"{node(1)} /proc/*/cmdline"].splitlines()) > 20  # the sweep did read the processes
+    found = [(what, where) for what, needle in needles.items() for where, text in places.items() if needle in text]
+    assert not found, found
+    # ... but the server does require the key.
     assert run(["curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code}",
                 f"{api_url(1)}/v1/models"]).stdout == "401"
 
@@ -136,12 +173,63 @@ def test_engine_containers_ask_for_the_gpu_and_get_rdma_devices_and_compile_cach
         assert [(r["Driver"], r["Count"], r["Capabilities"]) for r in config["DeviceRequests"]] == [
             ("nvidia", -1, [["gpu"]])]
         assert [d["PathOnHost"] for d in config["Devices"]] == ["/dev/infiniband"]
-        assert "IPC_LOCK" in config["CapAdd"]
+        # Least privilege (issue 15.5): every capability dropped, IPC_LOCK (RDMA) given back, nothing else - in the
+        # definition and in what the engine's processes hold (CapEff of the launcher, PID 1: bit 14 only).
+        assert config["CapDrop"] == ["ALL"] and config["CapAdd"] == ["IPC_LOCK"], (config["CapDrop"], config["CapAdd"])
+        status = node_exec(node(i), "docker", "exec", name, "cat", "/proc/1/status").stdout
+        assert re.search(r"^CapEff:\s+0000000000004000$", status, re.M), status
         assert {u["Name"]: u["Hard"] for u in config["Ulimits"]}["stack"] == 67108864
         assert {"dgxspark-vllm-cache:/root/.cache/vllm", "dgxspark-flashinfer-cache:/root/.cache/flashinfer",
                 "dgxspark-triton-cache:/root/.triton"} <= {b.removesuffix(":rw") for b in config["Binds"]}
         assert node_exec(node(i), "docker", "exec", name, "nvidia-smi", "-L").stdout.startswith("GPU 0: NVIDIA GB10")
         assert "this container sees 1 GPU(s)" in node_exec(node(i), "docker", "logs", name).stdout
+
+
+def listeners(index, container):
+    """(address, port, program) of every TCP socket listening in CONTAINER's processes on node INDEX (host network:
+    `ss` in the node sees them, `docker top` gives the container's PIDs; PROGRAM is the process's command line)."""
+    pids = set(node_exec(node(index), "docker", "top", container, "-eo", "pid").stdout.split()[1:])
+    found = set()
+    for line in node_exec(node(index), "ss", "-ltnpH").stdout.splitlines():
+        address, _, port = line.split()[3].rpartition(":")
+        for pid in re.findall(r"pid=(\d+)", line):
+            if pid in pids:
+                program = node_exec(node(index), "sh", "-c", f"tr '\\0' ' ' < /proc/{pid}/cmdline", check=False).stdout
+                found.add((address.strip("[]"), int(port), program[:200]))
+    return found
+
+
+# Measured with Ray 2.54.1 (issue 15.5). Ray binds these to --node-ip-address (the fabric IP) and 127.0.0.1 ...
+RAY_ON_FABRIC = {6702: "runtime env agent", 6703: "dashboard agent gRPC", 52365: "dashboard agent HTTP",
+                 10001: "Ray client server (head)"}
+# ... and gives no way to bind these: GCS, raylet, object manager, metrics exporter, the core workers' gRPC
+# ports (pinned range) listen on every interface until a Ray release binds them to the node IP (ray PR #59852).
+RAY_EVERY_INTERFACE = {6379, 6700, 6701, 6704, *range(10002, 10102)}
+# Unpinned ports on every interface, with no Ray flag to pin or bind them: the head's dashboard and autoscaler
+# monitor processes (gRPC / metrics), and the engine's own collective set-up in its Ray workers.
+UNPINNED = ("ray/dashboard/dashboard.py", "ray/autoscaler/_private/monitor.py", "ray::RayWorkerWrapper")
+
+
+def test_ray_listens_on_the_fabric_where_ray_lets_it_and_the_rest_is_the_documented_set(deployed):
+    """Issue 15.5, as measured: the launcher starts Ray with --node-ip-address = the fabric IP and the dashboard on
+    127.0.0.1; what Ray 2.54 binds to that address must stay there, what it cannot bind is exactly the README's
+    firewall list, and on the LAN address itself only the API listens (the head)."""
+    assert deployed.returncode == 0, deployed.stdout[-5000:]
+    for index, name in ((1, "dgxspark-ray-head"), (2, "dgxspark-ray-worker")):
+        found = listeners(index, name)
+        table = "\n".join(map(str, sorted(found)))
+        fabric_ports = {port for port in RAY_ON_FABRIC if port != 10001 or index == 1}
+        for port in fabric_ports:
+            addresses = {a for a, p, _prog in found if p == port}
+            assert fabric_ip(index) in addresses and addresses <= {fabric_ip(index), "127.0.0.1"}, (port, table)
+        assert {a for a, p, _prog in found if p == 8265} == ({"127.0.0.1"} if index == 1 else set()), table
+        wildcard = {(p, prog) for a, p, prog in found if a in ("0.0.0.0", "::", "*")}
+        assert {p for p, _prog in wildcard} >= {6700, 6701}, table  # the measurement did see Ray's own servers
+        stray = sorted((p, prog) for p, prog in wildcard
+                       if p not in RAY_EVERY_INTERFACE and not any(u in prog for u in UNPINNED))
+        assert not stray, f"{node(index)}: listening on every interface beyond the README's list: {stray}\n{table}"
+        on_lan = {(a, p) for a, p, _prog in found if a == mgmt_ip(index)}
+        assert on_lan == ({(mgmt_ip(1), 8000)} if index == 1 else set()), table
 
 
 def test_second_deploy_changes_and_restarts_nothing(deployed):

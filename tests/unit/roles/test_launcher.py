@@ -10,6 +10,7 @@ from a real Ray 2.54.1 cluster (tests/unit/plugins/fixtures/ray/README.md).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import signal
@@ -40,7 +41,7 @@ def test_script_is_run_by_python3_not_by_its_shebang(L):
     # shebang and is not executable (ansible-test's shebang rule allows no python3 shebang here).
     assert not os.access(_script(), os.X_OK)
     assert not pathlib.Path(_script()).read_text().startswith("#!")
-    assert L.LAUNCHER_VERSION == "1.2.0"
+    assert L.LAUNCHER_VERSION == "1.3.0"
 
 
 def test_split_serve_argv_at_first_double_dash(L):
@@ -107,7 +108,7 @@ def test_dashboard_url(L, host, url):
 
 def test_version_mode(L, capsys):
     assert L.main(["version"]) == 0
-    assert capsys.readouterr().out == "1.2.0\n"
+    assert capsys.readouterr().out == "1.3.0\n"
 
 
 # ---------------------------------------------------------------- token auth
@@ -396,7 +397,7 @@ def test_mp_exit_code_is_the_engines():
 def test_mp_sigterm_stops_engine_and_exits_143():
     proc = _launch(["mp", "--stop-timeout", "5", "--", sys.executable, "-c",
                     "import time; print('engine up', flush=True); time.sleep(120)"])
-    assert proc.stdout.readline().startswith("[dgxspark-launch] version 1.2.0, mode mp")
+    assert proc.stdout.readline().startswith("[dgxspark-launch] version 1.3.0, mode mp")
     for line in proc.stdout:
         if line.strip() == "engine up":
             break
@@ -471,12 +472,39 @@ def test_serve_env_file_reaches_the_engine_only_and_is_never_printed(tmp_path):
     env_file.chmod(0o600)
     proc = _launch(["mp", "--serve-env-file", str(env_file), "--", sys.executable, "-c",
                     "import hashlib, os; print('key', hashlib.sha256(os.environ['VLLM_API_KEY'].encode()).hexdigest()[:12], "
-                    "repr(os.environ['OTHER']))"])
+                    "repr(os.environ['OTHER']))"], env=dict(os.environ, HOME=str(tmp_path)))
     out, _err = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert f"key {hashlib.sha256(b's3cr3t-value=with-equals').hexdigest()[:12]} ' spaced '" in out
     assert "serving environment from" in out and "OTHER, VLLM_API_KEY (values not shown)" in out
     assert out.count("s3cr3t") == 0
+
+
+def test_serve_env_file_variables_are_kept_from_vllms_ray_workers(L, tmp_path):
+    """Issue 15.4: vLLM's Ray executor copies VLLM_API_KEY (a variable vLLM registers) to the Ray workers of every
+    node unless VLLM_CONFIG_ROOT/ray_non_carry_over_env_vars.json lists it (vllm/ray/ray_env.py). The launcher lists
+    the env file's names there (names only) before the engine starts, keeping what the file already lists."""
+    env_file = tmp_path / "serve.env"
+    env_file.write_text("VLLM_API_KEY=s3cr3t\n")
+    home = tmp_path / "home"
+    (home / ".config" / "vllm").mkdir(parents=True)
+    (home / ".config" / "vllm" / "ray_non_carry_over_env_vars.json").write_text('["MY_OWN"]')
+    engine = ("import json, os; p = os.path.expanduser('~/.config/vllm/ray_non_carry_over_env_vars.json'); "
+              "print('excluded', json.load(open(p)), 'key' if os.environ.get('VLLM_API_KEY') else 'no key')")
+    proc = _launch(["mp", "--serve-env-file", str(env_file), "--", sys.executable, "-c", engine],
+                   env=dict(os.environ, HOME=str(home)))
+    out, _err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "excluded ['MY_OWN', 'VLLM_API_KEY'] key" in out  # the engine has the key; its Ray workers will not
+    assert "VLLM_API_KEY kept from vLLM's Ray workers" in out and "s3cr3t" not in out
+    # VLLM_CONFIG_ROOT, then XDG_CONFIG_HOME, as vLLM resolves it; an unreadable list is replaced.
+    root = tmp_path / "cfg"
+    assert L.keep_from_ray_workers(["VLLM_API_KEY"], {"VLLM_CONFIG_ROOT": str(root)}) == str(
+        root / "ray_non_carry_over_env_vars.json")
+    assert L.vllm_config_root({"XDG_CONFIG_HOME": "/x"}) == "/x/vllm"
+    (root / "ray_non_carry_over_env_vars.json").write_text("{not json")
+    L.keep_from_ray_workers(["VLLM_API_KEY"], {"VLLM_CONFIG_ROOT": str(root)})
+    assert json.loads((root / "ray_non_carry_over_env_vars.json").read_text()) == ["VLLM_API_KEY"]
 
 
 @pytest.mark.parametrize("content, message", [

@@ -13,12 +13,15 @@ from ansible_collections.dgxspark.vllm.plugins.filter.hf_download import FilterM
 
 def test_filter_renders_argv_and_environment():
     f = FilterModule().filters()["hf_download"]
-    cmd = f("Qwen/Qwen3.5-122B-A10B-FP8", "/srv/dgxspark/models/Qwen3.5-122B-A10B-FP8", token="hf_x")
+    cmd = f("Qwen/Qwen3.5-122B-A10B-FP8", "/srv/dgxspark/models/Qwen3.5-122B-A10B-FP8", token_file="/etc/dgxspark/hf/token")
     assert cmd == {"argv": ["hf", "download", "Qwen/Qwen3.5-122B-A10B-FP8", "--local-dir",
                             "/srv/dgxspark/models/Qwen3.5-122B-A10B-FP8"],
-                   "environment": {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_TOKEN": "hf_x"}}
-    boxed = f("Qwen/X", "/srv/m/X", where="container", image="img:1", cli="huggingface-cli", token="")
-    assert boxed["argv"][:7] == ["docker", "run", "--rm", "--network", "host", "--entrypoint", "huggingface-cli"]
-    assert "HF_TOKEN" not in boxed["environment"] and "HF_TOKEN" not in boxed["argv"]
+                   "environment": {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_TOKEN_PATH": "/etc/dgxspark/hf/token"}}
+    boxed = f("Qwen/X", "/srv/m/X", where="container", image="img:1", cli="huggingface-cli", token_file="")
+    assert boxed["argv"][:9] == ["docker", "run", "--rm", "--network", "host", "--cap-drop", "ALL", "--entrypoint",
+                                 "huggingface-cli"]
+    assert not {"HF_TOKEN", "HF_TOKEN_PATH"} & set(boxed["environment"]) and "HF_TOKEN_PATH" not in boxed["argv"]
+    with pytest.raises(TypeError):
+        f("Qwen/X", "/srv/m/X", token="hf_x")  # the token itself is no longer taken: it would reach an environment
     with pytest.raises(AnsibleFilterError, match="hf_download: .*repository id"):
         f("$(id)", "/srv/m/X")

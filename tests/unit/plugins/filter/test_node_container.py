@@ -48,6 +48,17 @@ def test_rdma_fabric_gets_the_verbs_devices_and_ipc_lock_socket_fabric_does_not(
     assert build(env=ROCE_ENV, capabilities=["sys_nice", "IPC_LOCK"])["capabilities"] == ["IPC_LOCK", "SYS_NICE"]
 
 
+def test_every_engine_container_drops_every_capability_and_gets_back_only_what_it_needs():
+    """Issue 15.5: Docker's default capabilities (NET_RAW among them: a Ray task could sniff the host's networks)
+    are all dropped; RDMA gets IPC_LOCK back, the inventory's extra ones come on top, nothing else."""
+    for env, added in ((SOCKET_ENV, []), (ROCE_ENV, ["IPC_LOCK"])):
+        c = build(env=env)
+        assert c["cap_drop"] == ["ALL"] and c["capabilities"] == added
+    assert build(env=SOCKET_ENV, capabilities=["sys_ptrace"])["capabilities"] == ["SYS_PTRACE"]
+    # --privileged is all capabilities anyway: nothing to drop (an explicit opt-out, off by default).
+    assert build(env=SOCKET_ENV, privileged=True)["cap_drop"] == []
+
+
 def test_spark_defaults_ulimits_shm_restart_and_compile_caches():
     c = build(env=ROCE_ENV, volumes=["/srv/models:/models:ro"])
     assert c["ulimits"] == ["nofile:1048576:1048576", "memlock:-1:-1", "stack:67108864:67108864"]

@@ -156,22 +156,30 @@ def test_file_frames_never_cross_a_file(tmp_path):
         list(mf.file_frames(str(model), files))
 
 
-def test_download_command_on_the_host_keeps_the_token_out_of_the_argv():
-    cmd = mf.download_command("Qwen/Qwen3.5-122B-A10B-FP8", "/srv/m/Qwen3.5-122B-A10B-FP8", token="hf_secret",
-                              revision="main", include=["*.safetensors"], exclude=["*.bin"])
+def test_download_command_on_the_host_names_the_token_file_never_the_token():
+    """Issue 15.4: Ansible prefixes a task's environment to the remote command (ps, -vvv): the token travels as a
+    root-only file, the environment only names it (HF_TOKEN_PATH)."""
+    cmd = mf.download_command("Qwen/Qwen3.5-122B-A10B-FP8", "/srv/m/Qwen3.5-122B-A10B-FP8",
+                              token_file="/etc/dgxspark/hf/token", revision="main", include=["*.safetensors"],
+                              exclude=["*.bin"])
     assert cmd["argv"] == ["hf", "download", "Qwen/Qwen3.5-122B-A10B-FP8", "--local-dir", "/srv/m/Qwen3.5-122B-A10B-FP8",
                            "--revision", "main", "--include", "*.safetensors", "--exclude", "*.bin"]
-    assert cmd["environment"] == {"HF_TOKEN": "hf_secret", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    assert cmd["environment"] == {"HF_TOKEN_PATH": "/etc/dgxspark/hf/token", "HF_HUB_DISABLE_TELEMETRY": "1"}
     legacy = mf.download_command("Qwen/X", "/m/X", cli="huggingface-cli")
-    assert legacy["argv"][:2] == ["huggingface-cli", "download"] and "HF_TOKEN" not in legacy["environment"]
+    assert legacy["argv"][:2] == ["huggingface-cli", "download"]
+    assert not {"HF_TOKEN", "HF_TOKEN_PATH"} & set(legacy["environment"])
 
 
-def test_download_command_in_a_container_passes_the_token_by_name():
-    cmd = mf.download_command("Qwen/X", "/srv/m/X", where="container", image="vllm-node:1", token="hf_secret")
-    assert cmd["argv"] == ["docker", "run", "--rm", "--network", "host", "--entrypoint", "hf",
-                           "-e", "HF_HUB_DISABLE_TELEMETRY", "-e", "HF_TOKEN", "-v", "/srv/m:/models", "vllm-node:1",
+def test_download_command_in_a_container_mounts_the_token_file_read_only_and_drops_every_capability():
+    """docker run -e NAME copies the value into docker inspect's Config.Env: the container gets the file, mounted
+    read-only, and HF_TOKEN_PATH names the mount point."""
+    cmd = mf.download_command("Qwen/X", "/srv/m/X", where="container", image="vllm-node:1",
+                              token_file="/etc/dgxspark/hf/token")
+    assert cmd["argv"] == ["docker", "run", "--rm", "--network", "host", "--cap-drop", "ALL", "--entrypoint", "hf",
+                           "-e", "HF_HUB_DISABLE_TELEMETRY", "-e", "HF_TOKEN_PATH", "-v", "/srv/m:/models",
+                           "-v", "/etc/dgxspark/hf/token:/run/dgxspark/hf_token:ro", "vllm-node:1",
                            "download", "Qwen/X", "--local-dir", "/models/X"]
-    assert "hf_secret" not in " ".join(cmd["argv"]) and cmd["environment"]["HF_TOKEN"] == "hf_secret"
+    assert cmd["environment"] == {"HF_TOKEN_PATH": "/run/dgxspark/hf_token", "HF_HUB_DISABLE_TELEMETRY": "1"}
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -179,6 +187,8 @@ def test_download_command_in_a_container_passes_the_token_by_name():
     ({"model": "Qwen/X", "local_dir": "m/x"}, "absolute"),
     ({"model": "Qwen/X", "local_dir": "/m/x", "where": "container"}, "image"),
     ({"model": "Qwen/X", "local_dir": "/m/x", "where": "ssh"}, "host or container"),
+    ({"model": "Qwen/X", "local_dir": "/m/x", "token_file": "token"}, "absolute path on the node"),
+    ({"model": "Qwen/X", "local_dir": "/m/x", "extra_env": {"HF_TOKEN": "hf_x"}}, "HF_TOKEN must not be in the env"),
 ])
 def test_download_command_refuses(kwargs, match):
     model, local_dir = kwargs.pop("model"), kwargs.pop("local_dir")
