@@ -11,6 +11,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
+import threading
+import time
 
 import pytest
 
@@ -168,3 +171,47 @@ def test_write_all_and_read_full_move_every_byte():
     finally:
         os.close(rfd)
         os.close(wfd)
+
+
+class SilentSender:
+    """The read end of a pipe whose writer sent PAYLOAD and then stays silent with the pipe open (a sender that hung
+    or a link that went dark without a reset). A guard closes the writer after GUARD s, so a receiver without an idle
+    deadline ends (with a cut-stream error, which the tests tell apart) instead of hanging the suite."""
+
+    def __init__(self, payload, guard=10.0):
+        read_fd, self.write_fd = os.pipe()
+        os.write(self.write_fd, payload)
+        self.reader = os.fdopen(read_fd, "rb")
+        self.guard = threading.Timer(guard, self.close)
+        self.guard.start()
+
+    def close(self):
+        try:
+            os.close(self.write_fd)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self.reader
+
+    def __exit__(self, *_exc):
+        self.guard.cancel()
+        self.close()
+        self.reader.close()
+
+
+def test_a_silent_sender_is_aborted_after_the_idle_timeout(R, capsys):
+    """Finding 8: a receiver blocked on a silent sender gave up only when TCP did (hours)."""
+    api = FakeAPI()
+    whole = stream(b"0123456789").getvalue()
+    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "a:1",
+                              "source_store": "graphdriver"})
+    with SilentSender(whole[:9]) as source:  # one whole frame and a part of the next
+        began = time.monotonic()
+        rc = R.do_receive(api, req, dict(CONFIG, idle_timeout=0.3), source)
+        took = time.monotonic() - began
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rc == 1 and api.tags == [] and took < 5
+    assert lines[0]["error"] == "no byte from the sender for 0.3 s (idle_timeout); the receive was aborted after 3 bytes"
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no timer left running
+
