@@ -52,7 +52,7 @@ IDLE_TIMEOUT = 60
 LEASE_TIMEOUT = 3
 # How far ahead a follower's last renewal of a round reaches, and the transfer's own first one: the gap between two
 # rounds (a job status request, the next round's start) and the start of the first round are not a lost controller.
-LEASE_AHEAD = 3.0
+LEASE_AHEAD = 2.0
 LEASE_START = 10.0
 CANCELLED = "cancelled: the controller stopped following the transfer"
 

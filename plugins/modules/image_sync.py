@@ -114,7 +114,7 @@ options:
   lease_timeout:
     description:
       - Seconds without a renewal of O(lease_file) after which the run cancels itself. The follower renews it every
-        second, and at the end of each of its rounds 3 seconds ahead (for the gap to the next round); the run's first
+        second, and at the end of each of its rounds 2 seconds ahead (for the gap to the next round); the run's first
         renewal reaches 10 seconds ahead (for the follower's start).
     type: int
     default: 3

@@ -16,12 +16,13 @@ description:
     O(dgxspark.vllm.image_sync#module:status_file) and a O(dgxspark.vllm.image_sync#module:lease_file). The action
     M(dgxspark.vllm.image_sync_wait) runs it in rounds; users rarely call it themselves.
   - Waits up to O(wait) seconds for the job's done mark in O(status_file) and renews O(lease_file) (sets its
-    modification time to now) about every second meanwhile, and at the end of the round 3 seconds ahead (the gap to
+    modification time to now) about every second meanwhile, and at the end of the round 2 seconds ahead (the gap to
     the next round). Returns the job's last progress.
   - B(Cancellation.) The job cancels itself (cuts its streams, which leaves every target as it was) when its lease
-    is not renewed for its C(lease_timeout). This module stops renewing as soon as the controller that runs it is
-    gone (its connection to this node closed, or its process here ended), and in any case when O(wait) has passed,
-    so an interrupted or disconnected play stops the transfer within seconds.
+    is not renewed for its C(lease_timeout), or is removed. This module looks for its controller four times a second
+    and removes the lease as soon as the controller is gone (its connection to this node closed, or its process here
+    ended). A controller that stops between two rounds does not start the next one, and the lease lapses a few
+    seconds later. So an interrupted or disconnected play stops the transfer within seconds.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
 attributes:
@@ -102,6 +103,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import LEASE_AHEAD, pipe_closed, renew
 
 RENEW_EVERY = 1.0
+LOOK_EVERY = 0.25  # how often the round looks for its controller between renewals
 
 
 def read_status(path: str) -> dict | None:
@@ -131,9 +133,19 @@ def alive(pid: object) -> bool:
         return True
 
 
+def drop(path: str) -> None:
+    """Remove the lease: the job sees it lapsed at once (when its first LEASE_START has passed)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def follow_round(status_file: str, lease_file: str | None, wait: float, clock=time.monotonic,
-                 pause=threading.Event().wait, gone=None, is_alive=alive, renew_lease=renew) -> dict:
-    """Wait up to WAIT s for the done mark, renewing LEASE_FILE every RENEW_EVERY s while the controller is there."""
+                 pause=threading.Event().wait, gone=None, is_alive=alive, renew_lease=renew,
+                 drop_lease=drop) -> dict:
+    """Wait up to WAIT s for the done mark, renewing LEASE_FILE every RENEW_EVERY s while the controller is there;
+    when it is gone, remove the lease so that the job cancels itself at once."""
     start_ppid = os.getppid()
     gone = gone or (lambda: pipe_closed(1) or os.getppid() != start_ppid)
     deadline = clock() + wait
@@ -142,6 +154,8 @@ def follow_round(status_file: str, lease_file: str | None, wait: float, clock=ti
     while True:
         if gone():
             lost = True
+            if lease_file:
+                drop_lease(lease_file)
             break
         if lease_file:
             renew_lease(lease_file)
@@ -158,7 +172,9 @@ def follow_round(status_file: str, lease_file: str | None, wait: float, clock=ti
                 # controller that stops now does not start that round, and the lease lapses LEASE_AHEAD s later).
                 renew_lease(lease_file, ahead=LEASE_AHEAD)
             break
-        pause(min(RENEW_EVERY, left))
+        until = clock() + min(RENEW_EVERY, left)
+        while clock() < until and not gone():
+            pause(min(LOOK_EVERY, until - clock()))
     progress = read_status(status_file)
     return {"changed": False, "done": bool(progress and progress.get("done")),
             "running": bool(progress) and is_alive(progress.get("pid")), "progress": progress, "renewed": renewed,
