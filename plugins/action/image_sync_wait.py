@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -13,8 +11,6 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 display = Display()
-
-DONE_MARK = '"done": true'
 
 
 def progress_line(host: str, progress: dict) -> str:
@@ -24,20 +20,9 @@ def progress_line(host: str, progress: dict) -> str:
             f" ({progress.get('percent')}%), {progress.get('mb_per_s')} MB/s, {progress.get('seconds')} s")
 
 
-def read_progress(slurped: dict) -> dict | None:
-    """The status file's JSON from a slurp result, or None when it was not there or not JSON (yet)."""
-    if slurped.get("failed") or "content" not in slurped:
-        return None
-    try:
-        progress = json.loads(base64.b64decode(slurped["content"]))
-    except ValueError:
-        return None  # written while read: the next round reads it whole
-    return progress if isinstance(progress, dict) else None
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("jid", "status_file", "interval", "timeout"))
+    _VALID_ARGS = frozenset(("jid", "status_file", "lease_file", "interval", "timeout"))
     _supports_check_mode = False
 
     def _module(self, name: str, args: dict, task_vars: dict) -> dict:
@@ -53,23 +38,30 @@ class ActionModule(ActionBase):
             loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj)
         return action.run(task_vars=task_vars)
 
-    def follow(self, jid: str, status_file: str, interval: int, timeout: int, task_vars: dict) -> dict:
-        """Rounds of: wait up to INTERVAL for the done mark, ask the job, show a progress line; at most TIMEOUT s."""
+    def follow(self, jid: str, status_file: str, lease_file: str, interval: int, timeout: int,
+               task_vars: dict) -> dict:
+        """Rounds of: wait up to INTERVAL for the done mark while renewing the job's lease, ask the job, show a
+        progress line; at most TIMEOUT s. When this loop ends (or the controller stops), nobody renews the lease and
+        the job cancels itself."""
         host = task_vars.get("inventory_hostname", "")
         deadline = time.monotonic() + timeout
         while True:
-            # A timeout of wait_for just means: still running.
-            self._module("ansible.legacy.wait_for",
-                         {"path": status_file, "search_regex": DONE_MARK, "timeout": interval}, task_vars)
+            # The round renews the lease on the node while it waits, and stops renewing when the controller is gone.
+            round_ = self._module("dgxspark.vllm.transfer_follow",
+                                  {"status_file": status_file, "lease_file": lease_file, "wait": interval}, task_vars)
+            if round_.get("failed"):
+                return {"failed": True, "finished": False, "ansible_job_id": jid,
+                        "msg": f"cannot follow the transfer (job {jid}) on {host}: {round_.get('msg')}; without its "
+                               "lease renewed it cancels itself"}
             status = self._job_status(jid, task_vars)
             if status.get("finished"):
                 return status
             if time.monotonic() >= deadline:
                 return {"failed": True, "finished": False, "ansible_job_id": jid,
-                        "msg": f"the transfer (job {jid}) had not ended after {timeout} s; it is left running on"
-                               f" {host}: look at {status_file} there"}
-            progress = read_progress(self._module("ansible.legacy.slurp", {"src": status_file}, task_vars))
-            if progress is not None:
+                        "msg": f"the transfer (job {jid}) had not ended after {timeout} s; no longer followed, it"
+                               f" cancels itself on {host} within seconds: look at {status_file} there"}
+            progress = round_.get("progress")
+            if isinstance(progress, dict):
                 display.display(progress_line(host, progress))
 
     def run(self, tmp=None, task_vars=None):
@@ -78,6 +70,7 @@ class ActionModule(ActionBase):
         _valid, args = self.validate_argument_spec(argument_spec={
             "jid": {"type": "str", "required": True},
             "status_file": {"type": "path", "required": True},
+            "lease_file": {"type": "path"},
             "interval": {"type": "int", "default": 5},
             "timeout": {"type": "int", "required": True},
         })
@@ -85,8 +78,9 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"interval and timeout must be at least 1 s (are {args['interval']} and"
                                     f" {args['timeout']})")
         try:
-            result.update(self.follow(args["jid"], args["status_file"], args["interval"], args["timeout"],
-                                      task_vars or {}))
+            result.update(self.follow(args["jid"], args["status_file"],
+                                      args["lease_file"] or args["status_file"] + ".lease", args["interval"],
+                                      args["timeout"], task_vars or {}))
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         return result

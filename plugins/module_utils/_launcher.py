@@ -29,7 +29,8 @@ names the nodes it still waits for, then runs the serving argv as a supervised
 child: its output is the container's output and its exit code becomes the
 container's. ``worker`` waits (bounded) until the head's GCS port answers, then
 runs ``ray start --address HEAD:PORT --block`` in the foreground, retrying while
-Ray has not started and the connect budget lasts. ``mp`` runs the engine
+Ray has not started and the connect budget lasts; an attempt that hangs before
+Ray started is stopped when the budget is spent. ``mp`` runs the engine
 directly. The launcher stays PID 1: it forwards SIGTERM/SIGINT to its children,
 reaps orphans, and on the way out runs ``ray stop`` (bounded) so that
 ``docker stop`` leaves no raylet behind.
@@ -876,10 +877,18 @@ def run_worker(args: argparse.Namespace, sup: Supervisor) -> int:
             relay = threading.Thread(target=_relay, args=(proc.stdout, RAY_STARTED_MARKER, started), daemon=True)
             relay.start()
             while sup.returncode(proc) is None and sup.stop_signal is None:
+                if not started.is_set() and time.monotonic() >= deadline:
+                    break  # an attempt that hangs before Ray started is bounded by the connect budget too
                 sup.reap(0.5)
             if sup.stop_signal is not None:
                 sup.shutdown(ray)
                 return 128 + sup.stop_signal
+            if sup.returncode(proc) is None and not started.is_set():
+                sup.stop_children(include_ray=True)
+                sup.ray_stop(ray)
+                raise LaunchError(f"`ray start` (attempt {attempt}) did not start Ray within the connect budget of "
+                                  f"{int(args.connect_timeout)}s; it was stopped. Node {args.node_ip} could not join "
+                                  f"the Ray head at {target}", EXIT_TIMEOUT)
             relay.join(timeout=5)
             code = sup.returncode(proc)
             if started.is_set():

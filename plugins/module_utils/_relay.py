@@ -19,8 +19,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
+import signal
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -42,6 +45,16 @@ MAX_FRAME = 64 << 20  # the largest frame a receiver accepts
 MAX_HEADER = 1 << 20  # the longest request line a receiver reads
 IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 PROGRAM = "dgxspark-transfer"  # the forced command's name, the last word of the ssh argv (ignored by the node)
+# Seconds a receiver waits for the next byte of a stream before it aborts, leaves its target as it was and releases
+# the models-root lock (``idle_timeout`` in the transfer program's configuration relay.json overrides it).
+IDLE_TIMEOUT = 60
+# Seconds a background transfer runs on without its controller renewing its lease (ControllerWatch).
+LEASE_TIMEOUT = 3
+# How far ahead a follower's last renewal of a round reaches, and the transfer's own first one: the gap between two
+# rounds (a job status request, the next round's start) and the start of the first round are not a lost controller.
+LEASE_AHEAD = 2.0
+LEASE_START = 10.0
+CANCELLED = "cancelled: the controller stopped following the transfer"
 
 
 # The options of the dgxspark.vllm.transfer doc fragment, shared by image_sync and model_sync.
@@ -390,6 +403,203 @@ class IterReader:
         view[:n] = self.rest[:n]
         self.rest = self.rest[n:]
         return n
+
+
+class IdleReader:
+    """SOURCE (``readinto``/``readline``) with an idle deadline: a read that gets no byte for SECONDS ends the stream.
+
+    A receiver blocked in a read of a silent sender would otherwise hold its lock until TCP gives up (hours). The
+    deadline is a SIGALRM timer armed around each read only (a slow engine between reads is not idleness), so the
+    reads must happen in the main thread. An expired read returns nothing, as at the end of the stream, and ``idle``
+    says why; every later read returns nothing too.
+    """
+
+    def __init__(self, source: t.Any, seconds: float, timer: t.Callable[[int, float], t.Any] = signal.setitimer):
+        self.source = source
+        self.seconds = float(seconds)
+        self.timer = timer
+        self.idle: str | None = None
+        self._reading = False
+        self._previous = None
+
+    def __enter__(self) -> "IdleReader":
+        if self.seconds > 0 and self._previous is None:
+            self._previous = signal.signal(signal.SIGALRM, self.expired) or signal.SIG_DFL
+        return self
+
+    def __exit__(self, *_exc: t.Any) -> None:
+        if self._previous is not None:
+            self.timer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous)
+            self._previous = None
+
+    def expired(self, _signum: int = signal.SIGALRM, _frame: t.Any = None) -> None:
+        """The timer's handler: interrupts the read in progress (a timer that fired between reads is ignored)."""
+        if self._reading:
+            raise _IdleExpired()
+
+    def _read(self, call: t.Callable[[], t.Any], empty: t.Any) -> t.Any:
+        if self.idle is not None:
+            return empty
+        if self.seconds > 0 and self._previous is None:
+            self.__enter__()  # the handler stays installed until __exit__ (or the end of the process)
+        self._reading = True
+        if self.seconds > 0:
+            self.timer(signal.ITIMER_REAL, self.seconds)
+        try:
+            return call()
+        except _IdleExpired:
+            self.idle = f"no byte from the sender for {self.seconds:g} s (idle_timeout); the receive was aborted"
+            return empty
+        finally:
+            self._reading = False
+            if self.seconds > 0:
+                self.timer(signal.ITIMER_REAL, 0)
+
+    def readinto(self, view: memoryview) -> int:
+        return self._read(lambda: self.source.readinto(view), 0)
+
+    def readline(self, limit: int = -1) -> bytes:
+        return self._read(lambda: self.source.readline(limit), b"")
+
+
+class _IdleExpired(Exception):
+    """Raised by IdleReader's timer inside a read that got no byte in time."""
+
+
+def idle_timeout(config: dict) -> float:
+    """The receivers' idle deadline from the transfer program's configuration (IDLE_TIMEOUT without one; 0: none)."""
+    value = config.get("idle_timeout", IDLE_TIMEOUT)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return float(IDLE_TIMEOUT)
+    return float(value)
+
+
+# --------------------------------------------------------------------------- cancellation
+
+def renew(path: str, clock: t.Callable[[], float] = time.time, ahead: float = 0.0) -> None:
+    """Renew the lease file PATH: create it, or set its modification time to now (AHEAD s later)."""
+    with open(path, "a", encoding="utf-8"):
+        pass
+    now = clock() + ahead
+    os.utime(path, (now, now))
+
+
+def lease_lapsed(path: str, window: float, since: float, clock: t.Callable[[], float] = time.time,
+                 stat: t.Callable[[str], t.Any] = os.stat) -> bool:
+    """True when nobody renewed the lease file PATH for more than WINDOW seconds (a lease never seen counts from SINCE,
+    a removed one has lapsed)."""
+    try:
+        mtime = stat(path).st_mtime
+    except FileNotFoundError:
+        mtime = since if clock() - since <= window else float("-inf")
+    return clock() - mtime > window
+
+
+def pipe_closed(fd: int = 1) -> bool:
+    """True when the reader of the pipe or socket FD is gone: for a module run by the controller over ssh (with
+    pipelining, in-process), its stdout is sshd's end of the session, which closes when the controller's connection
+    does. A file or a terminal never reports it."""
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLERR | select.POLLHUP)
+        return any(ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _fd, ev in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+class ControllerWatch(threading.Thread):
+    """Calls ON_LOST once, with the reason, when the controller that started this run is gone.
+
+    Gone means: with LEASE, a lease file (``path``, ``window`` s) nobody renewed for longer than its window (a
+    background job, whose follower renews it); with STDOUT, the controller's connection closed (a module run in the
+    foreground notices it on its stdout) or this process was reparented. Checked every PERIOD s until stop().
+    """
+
+    def __init__(self, on_lost: t.Callable[[str], None], lease: tuple[str, float] | None = None, stdout: bool = False,
+                 period: float = 0.5, clock: t.Callable[[], float] = time.time,
+                 closed: t.Callable[[], bool] = pipe_closed, ppid: t.Callable[[], int] = os.getppid,
+                 stat: t.Callable[[str], t.Any] = os.stat):
+        super().__init__(daemon=True)
+        self.on_lost = on_lost
+        self.lease = lease
+        self.stdout = stdout
+        self.period = period
+        self.clock = clock
+        self.closed = closed
+        self.ppid = ppid
+        self.stat = stat
+        self.parent = ppid()
+        self.since = clock()
+        self.reason: str | None = None
+        self._stop = threading.Event()
+
+    def check(self) -> str | None:
+        """Why the controller is gone, or None while it follows."""
+        if self.lease and lease_lapsed(self.lease[0], self.lease[1], self.since, self.clock, self.stat):
+            return (f"{CANCELLED} (its lease {self.lease[0]} was not renewed for {self.lease[1]:g} s: the play was "
+                    "interrupted or lost its connection)")
+        if self.stdout and self.closed():
+            return f"{CANCELLED} (its connection to this node closed: the play was interrupted or lost its connection)"
+        if self.stdout and self.ppid() != self.parent:
+            return f"{CANCELLED} (its process on this node ended: the play was interrupted or lost its connection)"
+        return None
+
+    def run(self) -> None:
+        while not self._stop.wait(self.period):
+            reason = self.check()
+            if reason:
+                self.reason = reason
+                self.on_lost(reason)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class Cancel:
+    """What a sending module does when its controller is gone (ControllerWatch's ON_LOST): KILL its streams (ssh to
+    the first hop of each chain; each receiver then sees its stream cut, aborts and leaves its target as it was), let
+    the run fail on its own, and end the process after GRACE s if it has not (stuck in a request, in hashing or in the
+    engine): BEFORE_EXIT(msg) cleans up, the failure is printed as the module's result."""
+
+    GRACE = 3.0
+
+    def __init__(self, kill: t.Callable[[], None], before_exit: t.Callable[[str], None] | None = None,
+                 exit_: t.Callable[[int], t.Any] = os._exit, timer: t.Callable[..., t.Any] = threading.Timer):
+        self.kill = kill
+        self.before_exit = before_exit
+        self.exit = exit_
+        self.timer = timer
+        self.reason: str | None = None
+        self.pending = None
+
+    def lost(self, reason: str) -> None:
+        self.reason = reason
+        self.kill()
+        self.pending = self.timer(self.GRACE, self.hard_exit)
+        self.pending.daemon = True
+        self.pending.start()
+
+    def stop(self) -> None:
+        """The run ends on its own (it reports the cancellation itself): no hard exit."""
+        if self.pending is not None:
+            self.pending.cancel()
+
+    def hard_exit(self) -> None:
+        self.kill()
+        msg = f"{self.reason}; it was ended before it changed anything more on the targets"
+        try:
+            if self.before_exit:
+                self.before_exit(msg)
+        except OSError:
+            pass
+        try:
+            sys.stdout.write(json.dumps({"failed": True, "changed": False, "msg": msg}) + "\n")
+            sys.stdout.flush()
+        except OSError:
+            pass
+        self.exit(1)
 
 
 def close_reader(reader: t.Any) -> None:

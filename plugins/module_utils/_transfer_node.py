@@ -97,8 +97,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._model_files import 
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils._unified_memory import evict
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
-    CONTENT_LABEL, FRAME, IMAGE_ID_RE, MAX_FRAME, MAX_HEADER, PROTOCOL, PROTOCOLS, Hop, chain_results, image_summary,
-    read_exact, read_full, ssh_argv, store_of,
+    CONTENT_LABEL, FRAME, IMAGE_ID_RE, MAX_FRAME, MAX_HEADER, PROTOCOL, PROTOCOLS, Hop, IdleReader, chain_results,
+    idle_timeout, image_summary, read_exact, read_full, ssh_argv, store_of,
 )
 
 IMAGE_OPS = ("inspect", "tag", "receive")
@@ -562,6 +562,7 @@ def do_receive(api, req, config, stdin):
     total = 0
     complete = False
     error = None
+    stdin = IdleReader(stdin, idle_timeout(config))  # a silent sender ends the stream after idle_timeout s
     while True:
         head = read_exact(stdin, FRAME.size)
         if head is None:
@@ -599,6 +600,8 @@ def do_receive(api, req, config, stdin):
         if down:
             down.write(head, data)
         loader.put(buf, size)
+    if stdin.idle:
+        error = f"{stdin.idle} after {total} bytes"
     loader.put(Loader.END if complete else Loader.ABORT)
     loader.join()
     result["bytes"] = total
@@ -662,7 +665,23 @@ def do_files_inspect(req, config):
     if answer["exists"]:
         found = manifest(directory)
         answer.update(files=found["files"], problems=found["problems"], hashed=found["hashed"], cached=found["cached"])
+        # Part files a killed receive left are removed by the next receive into this directory before it writes:
+        # their bytes are free space for it (else a tight disk refuses every later sync).
+        stale = part_bytes(directory)
+        answer["stale_part_bytes"] = stale
+        answer["free_bytes"] += stale
     return answer
+
+
+def part_bytes(directory):
+    """The bytes of the part files a killed receive left under DIRECTORY."""
+    total = 0
+    for path in stale_parts(directory):
+        try:
+            total += os.lstat(path).st_size
+        except OSError:
+            pass
+    return total
 
 
 def _raise_interrupted(signum, _frame):
@@ -794,6 +813,7 @@ def do_files_receive(req, config, stdin):
     error = None
     total = 0
     complete = False
+    stdin = IdleReader(stdin, idle_timeout(config))  # a silent sender ends the stream (and frees the lock) in time
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, _raise_interrupted)
     try:
@@ -849,7 +869,7 @@ def do_files_receive(req, config, stdin):
             sink.commit()
             result["deleted"] = delete_extra(directory, req["delete"])
     except (EOFError, ValueError, OSError, RequestError, Interrupted) as exc:
-        error = error or (sink.error if sink and sink.error else None) or str(exc)
+        error = error or (sink.error if sink and sink.error else None) or stdin.idle or str(exc)
     finally:
         if sink is not None:
             result["bytes"] = sink.written

@@ -38,6 +38,12 @@ description:
     target's existing tags, and a rerun completes it. After the transfer, where O(image) points is checked again on
     every target, as its transfer program reports it at the end of the receive, or with a new inspect request when a
     target gave no such report (a cut stream, an older transfer program).
+  - B(Cancellation.) With O(lease_file), a run started in the background (C(async), C(poll=0)) goes on only while its
+    follower (M(dgxspark.vllm.image_sync_wait)) renews the lease. When nobody renewed it for O(lease_timeout) seconds
+    (the play was interrupted or lost its connection), the module kills its streams to the targets, whose receivers
+    then abort their loads (no image, no tag changed), removes its temporary file and fails with a result starting
+    with C(cancelled:). Run in the foreground, the module cancels itself the same way when the controller's
+    connection to the source closes.
   - Reports bytes, seconds and MB/s per target. With O(status_file), progress (bytes, rate, percent) is written to a
     JSON file on the source about every second, so that a play running the module with C(async) can show it.
 extends_documentation_fragment:
@@ -98,6 +104,20 @@ options:
         C(expected_bytes), C(percent), C(seconds), C(mb_per_s), C(targets), C(done)), for a poller such as the
         C(dgxspark.vllm.image_sync) role. Not written when unset.
     type: path
+  lease_file:
+    description:
+      - A file on the source whose modification time the run's follower renews (M(dgxspark.vllm.transfer_follow),
+        run by M(dgxspark.vllm.image_sync_wait)); the module creates it at its start. Not renewed for
+        O(lease_timeout) seconds, the run cancels itself and leaves every target as it was.
+      - Unset, a background run is not tied to its controller; a run in the foreground always is (by its connection).
+    type: path
+  lease_timeout:
+    description:
+      - Seconds without a renewal of O(lease_file) after which the run cancels itself. The follower renews it every
+        second, and at the end of each of its rounds 2 seconds ahead (for the gap to the next round); the run's first
+        renewal reaches 10 seconds ahead (for the follower's start).
+    type: int
+    default: 3
   docker_host:
     description: The source's Docker engine.
     type: str
@@ -108,6 +128,8 @@ notes:
   - Layers that a cut load had already unpacked may stay in the target's layer store until Docker cleans them up; they
     are not an image and carry no tag.
   - C(changed) is true when bytes moved or a tag moved.
+  - With O(tmp_tar), the temporary archive is named after the process (C(image_sync-PID-*.tar)); one left by a run
+    that was killed (C(SIGKILL)) is removed by the next run.
 seealso:
   - name: Docker image transfer integrity
     description: Repo digests are lost on save/load, and image IDs differ between the graph-driver and containerd stores.
@@ -131,6 +153,7 @@ EXAMPLES = r"""
       - {host: 192.168.100.13, name: spark-4}
     min_free_bytes: "{{ 20 * 1024 ** 3 }}"
     status_file: /run/dgxspark-image-sync.json
+    lease_file: /run/dgxspark-image-sync.json.lease
   async: 3600
   poll: 0
   register: job
@@ -203,8 +226,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
     PROTOCOL, chains, identity, inspect_header, plan, receive_header, tag_header,
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
-    CHUNK, TRANSFER_ARGUMENT_SPEC, Hop, IterReader, Progress, chain_results, close_reader, image_summary, mb_per_s,
-    pump, read_full, request, ssh_argv, store_of, table,
+    CHUNK, LEASE_START, LEASE_TIMEOUT, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, IterReader, Progress, chain_results,
+    close_reader, image_summary, mb_per_s, pump, read_full, renew, request, ssh_argv, store_of, table,
 )
 
 try:
@@ -225,19 +248,49 @@ def ask_all(targets: list[dict], header: dict, argv_of, timeout: float) -> dict[
         return {name: fut.result() for name, fut in futures.items()}
 
 
-def save_stream(api, image_id: str, tmp_tar: bool, tmp_dir: str):
+TMP_PREFIX = "image_sync-"
+
+
+def stale_tmp_tars(tmp_dir: str, alive=None) -> list[str]:
+    """The temporary archives in TMP_DIR of runs whose process is gone (``image_sync-PID-*.tar``, PID not alive)."""
+    alive = alive or pid_alive
+    stale = []
+    try:
+        names = os.listdir(tmp_dir)
+    except OSError:
+        return []
+    for name in names:
+        parts = name.split("-", 2)
+        if (len(parts) == 3 and name.startswith(TMP_PREFIX) and name.endswith(".tar") and parts[1].isdigit()
+                and int(parts[1]) != os.getpid() and not alive(int(parts[1]))):
+            stale.append(os.path.join(tmp_dir, name))
+    return sorted(stale)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def save_stream(api, image_id: str, tmp_tar: bool, tmp_dir: str, cancelled=lambda: False):
     """The archive of IMAGE_ID (no tags) as a reader with ``readinto``, and the temporary file to remove afterwards.
 
     The docker SDK yields the archive in pieces the size of the engine's HTTP chunks (32 KiB from Docker 20.10, whatever
     ``chunk_size`` says); :func:`pump` gathers them into frames of ``CHUNK``, so each hop handles 32 times fewer frames.
+    With TMP_TAR the archive is saved to a file first; that stops (leaving the file to the caller) once CANCELLED().
     """
     reader = IterReader(api.get_image(image_id, chunk_size=CHUNK))
     if not tmp_tar:
         return reader, None
-    fd, path = tempfile.mkstemp(prefix="image_sync-", suffix=".tar", dir=tmp_dir)
+    fd, path = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", suffix=".tar", dir=tmp_dir)
     buf = memoryview(bytearray(CHUNK))
     with os.fdopen(fd, "wb") as fh:
-        while True:
+        while not cancelled():
             got = read_full(reader, buf)
             if not got:
                 break
@@ -256,6 +309,8 @@ def run_module() -> None:
             "tmp_tar": {"type": "bool", "default": False},
             "tmp_dir": {"type": "path", "default": "/var/tmp"},
             "status_file": {"type": "path"},
+            "lease_file": {"type": "path"},
+            "lease_timeout": {"type": "int", "default": LEASE_TIMEOUT},
             "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
         },
         supports_check_mode=True,
@@ -291,11 +346,35 @@ def run_module() -> None:
                          "repo_digests": source["repo_digests"]}}
     progress = Progress(p["status_file"], source["size"], names)
     progress.set_phase("preflight")
+    hops = []  # (Hop, chain) of the transfer, killed when the run is cancelled
+
+    def kill_hops() -> None:
+        for proc, _members in list(hops):
+            proc.kill()
+
+    def before_exit(msg: str) -> None:
+        """The run is ended by its Cancel (stuck): its temporary archive and the status file's done mark."""
+        mine = f"{TMP_PREFIX}{os.getpid()}-"
+        for name in os.listdir(p["tmp_dir"]) if p["tmp_tar"] and os.path.isdir(p["tmp_dir"]) else []:
+            if name.startswith(mine) and name.endswith(".tar"):
+                os.unlink(os.path.join(p["tmp_dir"], name))
+        progress.write(done=True, error=msg)
+
+    cancel = Cancel(kill_hops, before_exit)
+    if p["lease_file"] and not module.check_mode:
+        renew(p["lease_file"], ahead=LEASE_START)  # the follower's first round starts after this task returned
+    watch = ControllerWatch(cancel.lost, lease=(p["lease_file"], p["lease_timeout"])
+                            if p["lease_file"] and not module.check_mode else None, stdout=True)
+    watch.start()
 
     def argv_of(target: dict) -> list[str]:
         return ssh_argv(target, p["ssh_key"], p["known_hosts"], p["ssh_user"], p["connect_timeout"])
 
     def fail(msg: str, **extra) -> None:
+        watch.stop()
+        cancel.stop()
+        if cancel.reason:
+            msg = f"{cancel.reason}; {msg}"
         result["elapsed"] = round(time.monotonic() - began, 3)
         progress.write(done=True, error=msg)
         module.fail_json(msg=msg, **result, **extra)
@@ -312,6 +391,9 @@ def run_module() -> None:
             unreachable.append(f"{name}: its transfer program speaks protocol {answer.get('protocol')}, this module {PROTOCOL}")
         else:
             answers[name] = answer
+    if cancel.reason:
+        result["targets"] = []
+        fail("nothing was sent to any node")
     if unreachable:
         result["targets"] = []
         fail("cannot ask every target about the image over the fabric (is the fleet's transfer trust set up and up to "
@@ -335,10 +417,18 @@ def run_module() -> None:
         for e in entries:
             if e["action"] != "transfer":
                 e["bytes"] = 0
+        watch.stop()
         result["table"] = table(entries)
         result["elapsed"] = round(time.monotonic() - began, 3)
         progress.write(done=True)
         module.exit_json(**result)
+    if cancel.reason:
+        fail("nothing was sent to any node")
+    for stale in stale_tmp_tars(p["tmp_dir"]) if p["tmp_tar"] else []:
+        try:
+            os.unlink(stale)  # left by a run that was killed: it would hold the disk space this run needs
+        except OSError as exc:
+            module.warn(f"cannot remove the stale temporary archive {stale}: {exc}")
 
     # 2. tags only
     for e in entries:
@@ -355,7 +445,6 @@ def run_module() -> None:
     if transfers:
         progress.set_phase("transfer")
         tmp_path = None
-        hops = []
         started = time.monotonic()
         timed_out = threading.Event()
 
@@ -371,7 +460,9 @@ def run_module() -> None:
             for chain in chains(transfers, p["strategy"]):
                 header = receive_header(chain[0], chain[1:], image, source, source_store)
                 hops.append((Hop(argv_of(chain[0]), header, [e["name"] for e in chain]), chain))
-            reader, tmp_path = save_stream(api, source["id"], p["tmp_tar"], p["tmp_dir"])
+            if cancel.reason:
+                kill_hops()  # a hop started while the watch was cancelling
+            reader, tmp_path = save_stream(api, source["id"], p["tmp_tar"], p["tmp_dir"], lambda: bool(cancel.reason))
             try:
                 result["bytes_sent"] = pump(reader, [h for h, _m in hops], progress)
             finally:
@@ -389,6 +480,15 @@ def run_module() -> None:
             watchdog.cancel()
             if tmp_path and os.path.exists(tmp_path):
                 os.unlink(tmp_path)
+        if cancel.reason:
+            for proc, _members in hops:
+                proc.finish(10)
+            result["seconds"] = round(time.monotonic() - started, 3)
+            for e in transfers:
+                e["action"], e["error"] = "failed", "cancelled; its receiver aborted the load"
+            result["table"] = table(entries)
+            fail("the streams were cut, so every target was left as it was (no image loaded, no tag moved); rerun to "
+                 "transfer")
         result["seconds"] = round(time.monotonic() - started, 3)
         answers_by_name = chain_results(hops)
         for e in transfers:
@@ -429,6 +529,7 @@ def run_module() -> None:
     if failed:
         fail(f"{image} did not reach every target (their previous tags are unchanged; rerun to complete): "
              + " | ".join(f"{e['name']}: {e['error']}" for e in failed))
+    watch.stop()
     result["elapsed"] = round(time.monotonic() - began, 3)
     progress.write(done=True)
     module.exit_json(**result)

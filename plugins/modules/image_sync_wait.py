@@ -16,13 +16,18 @@ author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
   - "Follows a M(dgxspark.vllm.image_sync) run started with C(async) and C(poll=0) and an O(status_file), in rounds
-    of at most O(interval) seconds. Each round waits on the source for the module's done mark in O(status_file), asks
-    the job with C(ansible.builtin.async_status), and while it runs shows one progress line on the controller,
+    of at most O(interval) seconds. Each round waits on the source for the module's done mark in O(status_file) while
+    renewing the job's O(lease_file) (M(dgxspark.vllm.transfer_follow)), asks the job with
+    C(ansible.builtin.async_status), and while it runs shows one progress line on the controller,
     C(HOST -> TARGETS: PHASE, X MB of ~Y MB (P%), R MB/s, S s)."
   - Returns what C(ansible.builtin.async_status) returns for the ended job, that is the M(dgxspark.vllm.image_sync)
     result (failed when the transfer failed, with its C(msg) and per-node C(table)).
-  - The loop is bounded. When the job has not ended after O(timeout) seconds the task fails and leaves the job running.
-  - An action plugin; the module calls (C(wait_for), C(async_status), C(slurp)) run on the source node.
+  - B(Cancellation.) The job runs only while followed. When the play is interrupted (Ctrl-C, C(SIGTERM)) or loses its
+    connection, the lease is no longer renewed and the job cuts its streams within its C(lease_timeout) seconds, which
+    leaves every target as it was (see O(dgxspark.vllm.image_sync#module:lease_file)).
+  - The loop is bounded. When the job has not ended after O(timeout) seconds the task fails; no longer followed, the
+    job then cancels itself the same way.
+  - An action plugin; the module calls (M(dgxspark.vllm.transfer_follow), C(async_status)) run on the source node.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
 attributes:
@@ -46,6 +51,11 @@ options:
     description: The O(dgxspark.vllm.image_sync#module:status_file) the job writes on the source.
     type: path
     required: true
+  lease_file:
+    description:
+      - The O(dgxspark.vllm.image_sync#module:lease_file) of the job, renewed while the task follows it.
+      - Defaults to O(status_file) with C(.lease) appended.
+    type: path
   interval:
     description: Seconds between progress lines (at most; a job that ends is seen at once).
     type: int
@@ -56,6 +66,7 @@ options:
     required: true
 seealso:
   - module: dgxspark.vllm.image_sync
+  - module: dgxspark.vllm.transfer_follow
   - module: ansible.builtin.async_status
 """
 
@@ -65,6 +76,7 @@ EXAMPLES = r"""
     image: vllm-node:latest
     targets: [{host: 192.168.100.11, name: spark-2}]
     status_file: /run/dgxspark-image-sync.json
+    lease_file: /run/dgxspark-image-sync.json.lease
   async: 3900
   poll: 0
   register: job
@@ -73,6 +85,7 @@ EXAMPLES = r"""
   dgxspark.vllm.image_sync_wait:
     jid: "{{ job.ansible_job_id }}"
     status_file: /run/dgxspark-image-sync.json
+    lease_file: /run/dgxspark-image-sync.json.lease
     interval: 5
     timeout: 3960
   register: result

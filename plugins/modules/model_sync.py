@@ -31,6 +31,10 @@ description:
     A cut stream, a wrong hash, a full disk or a signal removes the part files and leaves the existing files as they
     were; a rerun completes the transfer. Files the source does not have are kept unless O(delete_extra=true).
   - Every target that received files is inspected again and must then have the source's manifest.
+  - B(Cancellation.) When the controller's connection to the source closes (the play was interrupted with Ctrl-C or
+    C(SIGTERM), or lost its connection), the module cuts its stream. Every receiver removes its part files, releases
+    its lock and leaves the existing files as they were, and the module fails with a result starting with
+    C(cancelled).
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.transfer
@@ -79,14 +83,18 @@ options:
     default: 1073741824
   timeout:
     description:
-      - Seconds the whole run may take (the targets' first manifests hash every file, about 1 GB/s).
+      - Seconds the whole run may take (the targets' first manifests hash every file, about 1 GB/s), from the
+        targets' manifests to the check after the transfer, every phase within the one deadline.
       - When the transfer exceeds it the stream is cut, which leaves the targets' files as they were.
     type: int
     default: 7200
 notes:
   - C(changed) is true only when bytes moved or files were deleted.
   - Part files of a receiving process killed with C(SIGKILL) stay hidden (C(.NAME.dgxspark-part)) and are not part of
-    any manifest; the next transfer into that model directory removes them.
+    any manifest; the next transfer into that model directory removes them before it writes, and the disk preflight
+    counts their bytes as free.
+  - A receiver that gets no byte for the C(idle_timeout) of its transfer program's configuration (60 s by default)
+    aborts the same way and releases its lock, so a silent sender does not block later syncs.
 seealso:
   - module: dgxspark.vllm.model_manifest
   - module: dgxspark.vllm.image_sync
@@ -174,7 +182,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
-    FRAME, TRANSFER_ARGUMENT_SPEC, Hop, chain_results, request, ssh_argv, table,
+    FRAME, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, chain_results, request, ssh_argv, table,
 )
 
 PROTOCOL = 2
@@ -226,6 +234,16 @@ def run_module() -> None:
     )
     began = time.monotonic()
     p = module.params
+    deadline = began + p["timeout"]
+
+    def remaining() -> float:
+        """Seconds left of the run's one deadline (every phase gets what the earlier ones left; at least 1)."""
+        return max(1.0, deadline - time.monotonic())
+
+    hops = []  # the stream's Hop, killed when the controller is gone
+    cancel = Cancel(lambda: [hop.kill() for hop in list(hops)])
+    watch = ControllerWatch(cancel.lost, stdout=True)
+    watch.start()
     targets = [{"host": t["host"], "name": t.get("name") or t["host"], "port": t.get("port") or 22} for t in p["targets"]]
     names = [t["name"] for t in targets]
     if len(set(names)) != len(names):
@@ -237,6 +255,10 @@ def run_module() -> None:
     result = {"changed": False, "path": directory, "bytes_sent": 0, "seconds": 0.0, "targets": []}
 
     def fail(msg: str, **extra) -> None:
+        watch.stop()
+        cancel.stop()
+        if cancel.reason:
+            msg = f"{cancel.reason}; {msg}"
         result["elapsed"] = round(time.monotonic() - began, 3)
         module.fail_json(msg=msg, **result, **extra)
 
@@ -263,12 +285,14 @@ def run_module() -> None:
 
     # 1. every target's manifest, in parallel
     answers, unusable = {}, []
-    for name, (answer, err) in ask_all(targets, mf.inspect_header(p["model"], PROTOCOL), argv_of, p["timeout"]).items():
+    for name, (answer, err) in ask_all(targets, mf.inspect_header(p["model"], PROTOCOL), argv_of, remaining()).items():
         problem = answer_problem(name, answer, err)
         if problem:
             unusable.append(problem)
         else:
             answers[name] = answer
+    if cancel.reason:
+        fail("nothing was sent to any node")
     if unusable:
         fail("cannot ask every target for its manifest of the model over the fabric (is the fleet's transfer trust set "
              "up and up to date? role dgxspark.vllm.node_trust): " + " | ".join(unusable))
@@ -286,25 +310,31 @@ def run_module() -> None:
         # What the controller announces to the targets before the real run (dgxspark.vllm.transfer_announce).
         result["manifest"] = {path: {"size": meta["size"], "sha256": meta["sha256"]} for path, meta in source.items()}
     if module.check_mode or p["plan"] or not moving:
+        watch.stop()
         result["moving"] = bool(moving)
         if p["plan"]:
             result["changed"] = False
         result["table"] = table(entries, files=True)
         result["elapsed"] = round(time.monotonic() - began, 3)
         module.exit_json(**result)
+    if cancel.reason:
+        fail("nothing was sent to any node")
 
     # 2. one stream through a chain of the targets that need something
     files = mf.stream_files(source, moving)
     header = mf.receive_header(p["model"], files, moving, PROTOCOL)
     started = time.monotonic()
     hop = Hop(argv_of(moving[0]), header, [e["name"] for e in moving])
+    hops.append(hop)
+    if cancel.reason:
+        hop.kill()  # started while the watch was cancelling
     timed_out = threading.Event()
 
     def expire() -> None:
         timed_out.set()
         hop.kill()
 
-    watchdog = threading.Timer(max(1, p["timeout"] - (started - began)), expire)
+    watchdog = threading.Timer(remaining(), expire)
     watchdog.daemon = True
     watchdog.start()
     read_error = None
@@ -314,7 +344,7 @@ def run_module() -> None:
             if not hop.alive:
                 break
             result["bytes_sent"] += len(data) - FRAME.size
-        hop.finish(max(30.0, p["timeout"] - (time.monotonic() - began)))
+        hop.finish(remaining())
     except OSError as exc:
         read_error = f"reading the model's files on the source failed: {exc}"
         hop.kill()
@@ -334,9 +364,15 @@ def run_module() -> None:
             e["error"] = read_error or answer.get("error") or "failed"
             if timed_out.is_set():
                 e["error"] = f"the transfer exceeded timeout={p['timeout']}s and was cut; " + e["error"]
+    if cancel.reason:
+        for e in moving:
+            e["action"], e["error"] = "failed", "cancelled; its receiver removed its part files"
+        result["table"] = table(entries, files=True)
+        fail("the stream was cut, so every target removed its part files and kept its existing files; rerun to "
+             "transfer")
 
     # 3. every target that received files must now have the source's manifest
-    after = ask_all(moving, mf.inspect_header(p["model"], PROTOCOL), argv_of, p["timeout"])
+    after = ask_all(moving, mf.inspect_header(p["model"], PROTOCOL), argv_of, remaining())
     for e in moving:
         answer, err = after[e["name"]]
         problem = answer_problem(e["name"], answer, err)
@@ -355,6 +391,7 @@ def run_module() -> None:
     if failed:
         fail(f"{p['model']} did not reach every target (their existing files are unchanged; rerun to complete): "
              + " | ".join(f"{e['name']}: {e['error']}" for e in failed))
+    watch.stop()
     result["elapsed"] = round(time.monotonic() - began, 3)
     module.exit_json(**result)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -153,6 +154,30 @@ def recap(stdout, host):
     assert match, stdout[-3000:]
     return {"ok": int(match.group(1)), "changed": int(match.group(2)), "unreachable": int(match.group(3)),
             "failed": int(match.group(4))}
+
+
+# A transfer's processes on a node: the transfer program (a receiver or relay hop, or the ssh to one, whose argv ends
+# with the program's name), a module run by the controller (pipelined: the bare interpreter) or in the background
+# (async: its AnsiballZ file), and any docker save/load CLI.
+TRANSFER_PROCESSES = r"dgxspark-transfer|^/usr/bin/python3$|AnsiballZ_(image|model)_sync|docker (save|load)"
+
+
+def transfer_processes(i):
+    """The transfer processes running on node I (one pgrep)."""
+    return node_exec(node(i), "pgrep", "-a", "-f", TRANSFER_PROCESSES, check=False).stdout.splitlines()
+
+
+def wait_until_no_transfer(nodes, within):
+    """Probe NODES (in parallel) until no transfer process runs on any, for at most WITHIN seconds from now; the
+    seconds it took (measured at the end of the probe that found none) and what was left on each node."""
+    began = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
+        while True:
+            left = dict(zip(nodes, pool.map(transfer_processes, nodes)))
+            took = time.monotonic() - began
+            if not any(left.values()) or took >= within:
+                return took, left
+            time.sleep(0.3)
 
 
 def tx_bytes(i):

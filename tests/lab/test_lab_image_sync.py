@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, PREFIX, ansible_env, cut_midway, fabric_if, fabric_ip, mgmt_ip, node, node_exec,
-                    parse_adhoc, recap, run, throttled, tx_bytes)
+from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, cut_midway, fabric_if, fabric_ip, mgmt_ip, node,
+                    node_exec, parse_adhoc, recap, report, run, throttled, transfer_processes, tx_bytes,
+                    wait_until_no_transfer)
 
 NODES = 4
 IMAGE = f"{PREFIX}-lab/imgsync"
@@ -390,3 +393,53 @@ def test_fan_out_to_three_sends_the_image_once_per_cluster(trusted, tmp_path):
     # One image's worth per cluster left node 1 (a relay chain stays in its cluster: node 2, then node 3 -> node 4),
     # not three (framing, ssh and the identity questions add a little).
     assert size * 1.8 < sent < size * 2.35, (sent, size)
+
+
+def status_of(i, path="/run/dgxspark-image-sync.json"):
+    """The image_sync module's status file on node I (None before it is written)."""
+    proc = node_exec(node(i), "cat", path, check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(trusted, tmp_path):
+    """Issue 15, point 6: SIGINT to ansible-playbook in the middle of an image transfer (fleet scope: node 2, and a relay
+    chain through nodes 3 and 4): within 10 s no save, relay or load runs on any node and every target holds what it
+    held before (its tag where it was, no new image)."""
+    tag = f"{IMAGE}:cancel"
+    cancel_id = build(tag, 60)
+    try:
+        load_into_node1(tag)
+        before = {i: (image_id(i, NAME), all_image_ids(i)) for i in (2, 3, 4)}
+        assert all(cancel_id not in ids for _ref, ids in before.values())
+        path = playbook_text(tmp_path, "sync.yml", SYNC_PLAY)
+        node_exec(node(1), "rm", "-f", "/run/dgxspark-image-sync.json")  # no earlier run's progress
+
+        def moving(status):
+            return bool(status) and status["phase"] == "transfer" and not status["done"] and status["bytes"] > 5_000_000
+
+        with throttled(1, "20mbit"):  # 60 MB: about 25 s, far longer than the test needs
+            with subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(path), "-e", SOURCES,
+                                   "-e", f"image_sync_image={NAME}", "-e", "image_sync_trust=false",
+                                   "-e", "image_sync_scope=fleet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, env=ansible_env(), cwd=REPO) as job:
+                deadline = time.monotonic() + 120
+                while not moving(status_of(1)):  # this run's bytes are moving
+                    assert job.poll() is None and time.monotonic() < deadline, "no transfer started"
+                    time.sleep(0.2)
+                assert all(transfer_processes(i) for i in (1, 2, 3, 4))  # the source, the hops and the receivers
+                job.send_signal(signal.SIGINT)
+                stopped, left = wait_until_no_transfer((1, 2, 3, 4), 10)
+                out, _ = job.communicate(timeout=60)
+        assert not any(left.values()) and stopped <= 10, \
+        f"still running {stopped:.1f} s after SIGINT: {left}\n{out[-2000:]}"
+        report(f"image transfer: every transfer process gone {stopped:.1f} s after SIGINT")
+        assert job.returncode != 0
+        for i in (2, 3, 4):
+            assert (image_id(i, NAME), all_image_ids(i)) == before[i], node(i)
+        status = status_of(1)
+        assert status["done"] is True and status["error"].startswith("cancelled: the controller stopped following"), \
+            status
+    finally:
+        for i in range(1, NODES + 1):
+            drop_image(i, tag, cancel_id)
+        run(["docker", "image", "rm", tag], check=False)

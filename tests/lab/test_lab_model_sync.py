@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import time
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, ansible_env, cut_midway, fabric_if, fabric_ip, node, node_exec, parse_adhoc, recap,
-                    run, throttled)
+from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, cut_midway, fabric_if, fabric_ip, node, node_exec,
+                    parse_adhoc, recap, report, run, throttled, transfer_processes, wait_until_no_transfer)
 
 MODELS = "/srv/dgxspark/models"
 NAME = "Qwen3.5-122B-A10B-FP8"
@@ -176,3 +179,30 @@ def test_offline_with_a_missing_model_fails_naming_host_and_path_and_writes_noth
     assert "offline mode is on" in msg and "HF_HUB_OFFLINE" in msg, msg
     for i in (1, 2):
         assert node_exec(node(i), "find", MODELS).stdout == before[i]
+
+
+def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(head_only):
+    """Issue 15, point 6: SIGINT to ansible-playbook in the middle of a model transfer: within 10 s no transfer
+    process runs on any node, node 2 holds the files it held before (no part file left) and its lock is free."""
+    node_exec(node(1), "sh", "-c", f"head -c 62914560 /dev/urandom > {MODEL_DIR}/extra-cancel.safetensors")
+    before = sums(2)
+    with throttled(1, "20mbit"):  # 60 MB: about 25 s, far longer than the test needs
+        with subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(head_only["play"]),
+                               "-e", f"model_sync_model=Qwen/{NAME}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env=ansible_env(), cwd=REPO) as job:
+            deadline = time.monotonic() + 120
+            while not hidden_parts(2):  # bytes are being written on node 2
+                assert job.poll() is None and time.monotonic() < deadline, "no transfer started"
+                time.sleep(0.2)
+            assert all(transfer_processes(i) for i in (1, 2))  # the ssh hop on node 1, the receiver on node 2
+            job.send_signal(signal.SIGINT)
+            stopped, left = wait_until_no_transfer((1, 2), 10)
+            out, _ = job.communicate(timeout=60)
+    assert not any(left.values()) and stopped <= 10, \
+        f"still running {stopped:.1f} s after SIGINT: {left}\n{out[-2000:]}"
+    report(f"model transfer: every transfer process gone {stopped:.1f} s after SIGINT")
+    assert job.returncode != 0
+    assert sums(2) == before and hidden_parts(2) == []  # as it was: no new file, no part file
+    lock = node_exec(node(2), "flock", "-n", f"{MODELS}/.dgxspark-receive.lock", "true", check=False)
+    assert lock.returncode == 0, lock.stderr  # the receiver released the models-root lock
+    node_exec(node(1), "rm", "-f", f"{MODEL_DIR}/extra-cancel.safetensors")

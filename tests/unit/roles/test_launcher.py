@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -518,3 +519,27 @@ def test_serve_env_file_errors(L, tmp_path, content, message):
         L.read_env_file(str(env_file))
     with pytest.raises(L.LaunchError, match="cannot read --serve-env-file"):
         L.read_env_file(str(tmp_path / "missing.env"))
+
+
+def test_a_hanging_ray_start_attempt_is_bounded_by_the_connect_budget(L, tmp_path):
+    """Finding 8: a `ray start` attempt that hung (the head answers, the join never completes) was not bounded."""
+    status = FIXTURES / "status_healthy.txt"
+    _fake(tmp_path / "ray", f'case "$1" in status) cat {status};; start) exec sleep 120;; esac\nexit 0\n')
+    with socket.socket() as head:  # the head's GCS port answers
+        head.bind(("127.0.0.1", 0))
+        head.listen(8)
+        port = head.getsockname()[1]
+        start = time.monotonic()
+        proc = _launch(["worker", "--head-ip", "127.0.0.1", "--port", str(port), "--node-ip", "127.0.0.5",
+                        "--connect-timeout", "3", "--stop-timeout", "2"], env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+        try:
+            out, _err = proc.communicate(timeout=40)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == L.EXIT_TIMEOUT, out
+    assert time.monotonic() - start < 30  # 3 s of budget and 2 s to stop; loose for loaded CI
+    assert "starting ray worker (attempt 1)" in out
+    assert ("ERROR: `ray start` (attempt 1) did not start Ray within the connect budget of 3s; it was stopped. "
+            "Node 127.0.0.5 could not join the Ray head at 127.0.0.1:" in out), out

@@ -8,12 +8,15 @@ against the built program, as the nodes run it; the last tests run the built fil
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
+import os
 import pathlib
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -281,3 +284,54 @@ def test_the_next_hop_must_be_one_this_node_forwards_to(R):
                              "next": [{"host": "10.0.0.3", "name": "n3"}]})
     assert R.check_forward(ok, {"forward_to": ["10.0.0.3"]}) is None
     assert R.check_forward({"next": []}, {}) is None
+
+
+def test_a_silent_sender_aborts_the_receive_and_releases_the_lock(R, root, tmp_path, capsys):
+    """Finding 8: with the sender silent, the models-root lock was held until TCP gave up, and every sync meanwhile
+    failed with "another transfer is running"."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "shard.bin").write_bytes(b"new-shard-bytes")
+    files = [entry("shard.bin", b"new-shard-bytes")]
+    trust = root.parent / "trust"
+    trust.mkdir()
+    announce(trust, files)
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, stream(files, src).getvalue()[:10])  # one frame of 3 bytes and part of the next
+    guard = threading.Timer(10.0, os.close, (write_fd,))  # ends a receiver without a deadline (another error)
+    guard.start()
+    req = R.validate_request({"v": 2, "op": "files_receive", "name": "n2", "model": "m", "files": files})
+    try:
+        with os.fdopen(read_fd, "rb") as body:
+            rc = R.do_files_receive(req, {"models_root": str(root), "idle_timeout": 0.3, "_dir": str(trust)}, body)
+    finally:
+        if guard.is_alive():
+            guard.cancel()
+            os.close(write_fd)
+    answer = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert rc == 1 and answer["error"] == ("no byte from the sender for 0.3 s (idle_timeout); the receive was aborted; "
+                                           "the existing files were left as they were")
+    assert (root / "m" / "shard.bin").read_bytes() == b"old-shard" and R.stale_parts(str(root / "m")) == []
+    with open(root / R.LOCK_NAME, "a", encoding="utf-8") as lock:  # released: the next sync gets it
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_idle_timeout_comes_from_the_configuration_with_a_default(R):
+    assert R.idle_timeout({}) == 60.0
+    assert R.idle_timeout({"idle_timeout": 15}) == 15.0 and R.idle_timeout({"idle_timeout": 0}) == 0.0
+    assert R.idle_timeout({"idle_timeout": "x"}) == 60.0 and R.idle_timeout({"idle_timeout": -1}) == 60.0
+    assert R.idle_timeout({"idle_timeout": True}) == 60.0
+
+
+def test_part_files_of_a_killed_receive_count_as_free_space(R, root, monkeypatch):
+    """Finding 7: the parts a SIGKILLed receive left were not counted, so on a tight disk the next sync's preflight
+    refused the transfer that would have removed them."""
+    monkeypatch.setattr(R, "free_bytes", lambda _path: 1_000_000)  # the disk's own free space, held still
+    before = R.do_files_inspect({"model": "m"}, {"models_root": str(root)})
+    assert before["free_bytes"] == 1_000_000 and before["stale_part_bytes"] == 0
+    (root / "m" / ".shard.bin.dgxspark-part").write_bytes(b"x" * 40960)
+    (root / "m" / "sub").mkdir()
+    (root / "m" / "sub" / ".w.safetensors.dgxspark-part").write_bytes(b"y" * 8192)
+    after = R.do_files_inspect({"model": "m"}, {"models_root": str(root)})
+    assert after["stale_part_bytes"] == 49152 and after["files"] == before["files"]
+    assert after["free_bytes"] == 1_000_000 + 49152  # the next receive removes them before it writes

@@ -11,7 +11,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import tarfile
+import threading
+import time
 
 import pytest
 
@@ -247,3 +250,48 @@ def test_a_target_without_the_space_refuses_before_reading(R, capsys, tmp_path, 
     monkeypatch.setattr(R, "free_bytes", lambda _path: 1 << 30)
     rc, lines = receive(R, api, stream(PAYLOAD), capsys, tmp_path, announced=False)
     assert rc == 1 and "not enough space for a:1" in lines[0]["error"] and api.received == b""
+
+
+class SilentSender:
+    """The read end of a pipe whose writer sent PAYLOAD and then stays silent with the pipe open (a sender that hung
+    or a link that went dark without a reset). A guard closes the writer after GUARD s, so a receiver without an idle
+    deadline ends (with a cut-stream error, which the tests tell apart) instead of hanging the suite."""
+
+    def __init__(self, payload, guard=10.0):
+        read_fd, self.write_fd = os.pipe()
+        os.write(self.write_fd, payload)
+        self.reader = os.fdopen(read_fd, "rb")
+        self.guard = threading.Timer(guard, self.close)
+        self.guard.start()
+
+    def close(self):
+        try:
+            os.close(self.write_fd)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self.reader
+
+    def __exit__(self, *_exc):
+        self.guard.cancel()
+        self.close()
+        self.reader.close()
+
+
+def test_a_silent_sender_is_aborted_after_the_idle_timeout(R, capsys, tmp_path):
+    """Finding 8: a receiver blocked on a silent sender gave up only when TCP did (hours)."""
+    api = FakeAPI()
+    announce(tmp_path)
+    whole = stream(b"0123456789").getvalue()
+    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "a:1",
+                              "source_store": "graphdriver"})
+    with SilentSender(whole[:9]) as source:  # one whole frame and a part of the next
+        began = time.monotonic()
+        rc = R.do_receive(api, req, dict(CONFIG, idle_timeout=0.3, _dir=str(tmp_path)), source)
+        took = time.monotonic() - began
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rc == 1 and api.tags == [] and took < 5
+    assert lines[0]["error"] == "no byte from the sender for 0.3 s (idle_timeout); the receive was aborted after 3 bytes"
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no timer left running
+

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from unittest.mock import MagicMock
 
 import pytest
@@ -22,12 +20,14 @@ FAILED = {"finished": True, "started": True, "failed": True, "ansible_job_id": "
           "msg": "spark-2: the target refused the key", "table": ["- spark-2 failed"]}
 
 
-def slurped(progress):
-    return {"content": base64.b64encode(json.dumps(progress).encode()).decode(), "encoding": "base64"}
+def followed(progress):
+    """A transfer_follow round's result that saw PROGRESS in the status file."""
+    return {"changed": False, "done": bool(progress and progress.get("done")), "running": True, "progress": progress,
+            "renewed": 1, "controller_lost": False}
 
 
 def make_action(statuses, slurps, args=None):
-    """An action whose module calls are scripted: STATUSES for async_status, SLURPS for the status file."""
+    """An action whose module calls are scripted: STATUSES for async_status, SLURPS for the transfer_follow rounds."""
     task = Task()
     task.args = args if args is not None else {"jid": "j1", "status_file": "/run/s.json", "interval": 1, "timeout": 60}
     connection = MagicMock()
@@ -39,9 +39,8 @@ def make_action(statuses, slurps, args=None):
 
     def module(name, module_args, task_vars):
         calls.append((name, module_args))
-        if name == "ansible.legacy.slurp":
-            return next(slurps)
-        return {"failed": True, "msg": "Timeout when waiting for search string"}  # wait_for: still running
+        assert name == "dgxspark.vllm.transfer_follow"
+        return next(slurps)
 
     def job_status(jid, task_vars):
         calls.append(("async_status", {"jid": jid}))
@@ -67,27 +66,41 @@ def test_progress_line_is_the_one_the_role_showed():
 
 def test_rounds_show_progress_until_the_job_ends_and_return_its_result(shown):
     running = {"finished": False, "started": True}
-    action, calls = make_action([running, running, DONE], [slurped(PROGRESS), {"failed": True, "msg": "not there"}])
+    action, calls = make_action([running, running, DONE],
+                                [followed(PROGRESS), followed(None), followed(dict(PROGRESS, done=True))])
     result = action.run(task_vars={"inventory_hostname": "spark-1"})
     assert result == {**result, **DONE}
     assert shown == ["spark-1 -> spark-2, spark-3: transfer, 12.3 MB of ~40.0 MB (30%), 11.2 MB/s, 1.1 s"]
-    assert [call[0] for call in calls] == ["ansible.legacy.wait_for", "async_status", "ansible.legacy.slurp",
-                                           "ansible.legacy.wait_for", "async_status", "ansible.legacy.slurp",
-                                           "ansible.legacy.wait_for", "async_status"]
-    assert calls[0][1] == {"path": "/run/s.json", "search_regex": '"done": true', "timeout": 1}
+    assert [call[0] for call in calls] == ["dgxspark.vllm.transfer_follow", "async_status"] * 3
+    # every round renews the job's lease (beside the status file unless told) while it waits on the node
+    assert calls[0][1] == {"status_file": "/run/s.json", "lease_file": "/run/s.json.lease", "wait": 1}
     action._remove_tmp_path.assert_called_once()
 
 
+def test_the_lease_file_is_the_one_given(shown):
+    action, calls = make_action([DONE], [followed(None)], args={"jid": "j1", "status_file": "/run/s.json",
+                                                                "lease_file": "/run/l", "interval": 2, "timeout": 9})
+    assert action.run(task_vars={})["finished"] is True
+    assert calls[0][1] == {"status_file": "/run/s.json", "lease_file": "/run/l", "wait": 2}
+
+
+def test_a_round_that_cannot_run_ends_the_following_so_the_job_cancels_itself(shown):
+    action, calls = make_action([], [{"failed": True, "msg": "the directory of lease_file /x/l does not exist"}])
+    result = action.run(task_vars={"inventory_hostname": "spark-1"})
+    assert result["failed"] is True and result["finished"] is False
+    assert "lease_file /x/l does not exist" in result["msg"] and "cancels itself" in result["msg"]
+    assert [call[0] for call in calls] == ["dgxspark.vllm.transfer_follow"]
+
+
 def test_a_failed_job_fails_the_task_with_its_message_and_table(shown):
-    action, _calls = make_action([FAILED], [])
+    action, _calls = make_action([FAILED], [followed(None)])
     result = action.run(task_vars={"inventory_hostname": "spark-1"})
     assert result["failed"] is True and result["msg"] == FAILED["msg"] and result["table"] == FAILED["table"]
     assert shown == []
 
 
-def test_a_half_written_status_file_shows_nothing_that_round(shown):
-    half = {"content": base64.b64encode(b'{"phase": "tra').decode()}
-    action, _calls = make_action([{"finished": False}, DONE], [half])
+def test_a_round_without_progress_shows_nothing(shown):
+    action, _calls = make_action([{"finished": False}, DONE], [followed(None), followed(None)])
     assert action.run(task_vars={"inventory_hostname": "spark-1"})["finished"] is True
     assert shown == []
 
@@ -96,12 +109,12 @@ def test_the_loop_is_bounded_by_the_timeout(shown, monkeypatch):
     clock = iter(range(0, 1000, 10))
     monkeypatch.setattr(plugin.time, "monotonic", lambda: next(clock))
     running = {"finished": False}
-    action, calls = make_action([running] * 10, [slurped(PROGRESS)] * 10,
+    action, calls = make_action([running] * 10, [followed(PROGRESS)] * 10,
                                 args={"jid": "j9", "status_file": "/run/s.json", "interval": 5, "timeout": 25})
     result = action.run(task_vars={"inventory_hostname": "spark-1"})
     assert result["failed"] is True and result["finished"] is False
-    assert result["msg"] == ("the transfer (job j9) had not ended after 25 s; it is left running on spark-1: look at"
-                             " /run/s.json there")
+    assert result["msg"] == ("the transfer (job j9) had not ended after 25 s; no longer followed, it cancels itself"
+                             " on spark-1 within seconds: look at /run/s.json there")
     assert len([c for c in calls if c[0] == "async_status"]) == 3  # at 10, 20 and 30 s on the clock
     assert len(shown) == 2
 

@@ -242,3 +242,77 @@ def test_save_stream_directly_or_through_a_temporary_file(tmp_path):
     with reader:
         assert reader.read() == b"abcdef" and path.startswith(str(tmp_path))
     api.get_image.assert_called_with(ID_A, chunk_size=u.CHUNK)
+
+
+class FakeWatch:
+    """Stands in for ControllerWatch: the test decides when the lease lapses (calls on_lost)."""
+
+    last = None
+
+    def __init__(self, on_lost, lease=None, stdout=False):
+        self.on_lost, self.lease, self.stdout = on_lost, lease, stdout
+        FakeWatch.last = self
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+
+def test_a_lapsed_lease_kills_the_streams_and_fails_cancelled(capsys, tmp_path):
+    """Issue 15: Ctrl-C on the play ended the controller while the transfer ran on to completion on the nodes."""
+    killed = []
+
+    class LapsingHop(FakeHop):
+        def write(self, *parts):
+            super().write(*parts)
+            if not killed:
+                FakeWatch.last.on_lost("cancelled: the controller stopped following the transfer (its lease was not "
+                                       "renewed for 5 s)")
+
+        def kill(self):
+            killed.append(self.names)
+            self.error = "killed"
+
+        @property
+        def alive(self):
+            return self.error is None
+
+    lease = tmp_path / "s.json.lease"
+    api = mock.Mock()
+    api.inspect_image.return_value = {"Id": ID_A, "RepoDigests": [], "Size": SIZE, "Config": {"Labels": {}}}
+    api.info.return_value = {"Driver": "overlay2", "DriverStatus": []}
+    api.get_image.return_value = iter([b"abc", b"def"])
+    asked = []
+
+    def fake_request(argv, header, timeout):
+        asked.append((argv[-2], header["op"]))
+        return inspect_answer(None), ""
+
+    args = dict(ARGS, lease_file=str(lease), lease_timeout=5, status_file=str(tmp_path / "s.json"))
+    with patch_module_args(args), mock.patch.object(mod.docker, "APIClient", return_value=api), \
+            mock.patch.object(mod, "request", side_effect=fake_request), \
+            mock.patch.object(mod, "Hop", side_effect=lambda a, h, n: LapsingHop(a, h, n)), \
+            mock.patch.object(mod, "ControllerWatch", FakeWatch), mock.patch.object(mod.Cancel, "GRACE", 3600), \
+            mock.patch.object(mod.os.path, "exists", return_value=True), pytest.raises(SystemExit) as exc:
+        mod.main()
+    result = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 1 and killed == [["n2", "n3"]]
+    assert FakeWatch.last.lease == (str(lease), 5) and lease.exists()  # the run took its lease at its start
+    assert result["msg"].startswith("cancelled: the controller stopped following the transfer"), result["msg"]
+    assert "every target was left as it was" in result["msg"]
+    assert sorted(asked) == [("10.0.0.2", "inspect"), ("10.0.0.3", "inspect")]  # no verification round after the cut
+    assert [t["action"] for t in result["targets"]] == ["failed", "failed"]
+    status = json.loads((tmp_path / "s.json").read_text())
+    assert status["done"] is True and status["error"].startswith("cancelled:")
+
+
+def test_the_archive_of_a_killed_run_is_found_by_its_pid(tmp_path):
+    """Finding 7: a tmp_tar of a killed run stayed in /var/tmp for good."""
+    for name in ("image_sync-111-ab.tar", "image_sync-222-cd.tar", f"image_sync-{mod.os.getpid()}-ef.tar",
+                 "image_sync-xyz.tar", "image_sync-333-gh.tmp", "other-111-x.tar"):
+        (tmp_path / name).write_bytes(b"x")
+    stale = mod.stale_tmp_tars(str(tmp_path), alive=lambda pid: pid == 222)
+    assert stale == [str(tmp_path / "image_sync-111-ab.tar")]
+    assert mod.stale_tmp_tars(str(tmp_path / "absent")) == []

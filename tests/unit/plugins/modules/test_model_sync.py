@@ -148,3 +148,97 @@ def test_answer_problem_names_an_old_transfer_program():
     assert mod.answer_problem("n2", {"ok": True, "protocol": 1}, "") == \
         "n2: its transfer program speaks protocol 1, this module needs 2"
     assert mod.answer_problem("n2", None, "Permission denied") == "n2: Permission denied"
+
+
+class FakeWatch:
+    """Stands in for ControllerWatch: the test decides when the controller is gone (calls on_lost)."""
+
+    last = None
+
+    def __init__(self, on_lost, lease=None, stdout=False):
+        self.on_lost, self.lease, self.stdout = on_lost, lease, stdout
+        self.stopped = False
+        FakeWatch.last = self
+
+    def start(self):
+        pass
+
+    def stop(self):
+        self.stopped = True
+
+
+class LosingHop(FakeHop):
+    """A hop whose controller is lost after the first frame: the watch fires, the run kills the stream."""
+
+    killed = 0
+
+    def write(self, data):
+        super().write(data)
+        if FakeWatch.last and FakeWatch.last.stdout and not LosingHop.killed:
+            FakeWatch.last.on_lost("cancelled: the controller stopped following the transfer (its connection to this "
+                                   "node closed: the play was interrupted or lost its connection)")
+
+    def kill(self):
+        LosingHop.killed += 1
+        self.error = "killed"
+
+    @property
+    def alive(self):
+        return self.error is None
+
+
+def test_a_lost_controller_cuts_the_stream_and_fails_cancelled(capsys, source):
+    """Issue 15: Ctrl-C on the play left the transfer running to completion on the nodes."""
+    LosingHop.killed = 0
+    FakeWatch.last = None
+    differs = manifest_of({"config.json": b"{}", "a.safetensors": b"x" * 10, "b.safetensors": b"b" * 20})
+    asked = []
+
+    def fake_request(argv, header, timeout):
+        asked.append((argv[-2], header["op"]))
+        return {"v": 2, "ok": True, "protocol": 2, "exists": True, "files": differs, "free_bytes": 10 ** 12,
+                "problems": []}, ""
+
+    args = {"model": "M", "models_dir": str(source["models"]), "ssh_key": source["key"], "known_hosts": source["key"],
+            "targets": [{"host": "10.0.0.2", "name": "n2"}]}
+    with patch_module_args(args), mock.patch.object(mod, "request", fake_request), \
+            mock.patch.object(mod, "Hop", LosingHop), mock.patch.object(mod, "ControllerWatch", FakeWatch), \
+            mock.patch.object(mod.Cancel, "GRACE", 3600), pytest.raises(SystemExit) as exc:
+        mod.main()
+    result = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 1 and LosingHop.killed >= 1 and FakeWatch.last.stdout is True
+    assert result["msg"].startswith("cancelled: the controller stopped following the transfer"), result["msg"]
+    assert "kept its existing files" in result["msg"]
+    assert asked == [("10.0.0.2", "files_inspect")]  # nothing asked after the cut: the run ends at once
+    assert result["targets"][0]["action"] == "failed"
+
+
+def test_every_phase_gets_what_is_left_of_the_one_timeout(capsys, source, monkeypatch):
+    """Finding 8: model_sync_timeout allowed about three times its value (manifests, stream, check: each the whole)."""
+    now = [100.0]
+    monkeypatch.setattr(mod.time, "monotonic", lambda: now[0])
+    timeouts = []
+    differs = manifest_of({"config.json": b"{}", "a.safetensors": b"x" * 10, "b.safetensors": b"b" * 20})
+
+    def fake_request(argv, header, timeout):
+        timeouts.append(timeout)
+        now[0] += 30  # each round of requests takes 30 s
+        files = differs if len(timeouts) == 1 else SAME
+        return {"v": 2, "ok": True, "protocol": 2, "exists": True, "files": files, "free_bytes": 10 ** 12,
+                "problems": []}, ""
+
+    args = {"model": "M", "models_dir": str(source["models"]), "ssh_key": source["key"], "known_hosts": source["key"],
+            "targets": [{"host": "10.0.0.2", "name": "n2"}], "timeout": 100}
+    finish_timeouts = []
+
+    class TimedHop(FakeHop):
+        def finish(self, timeout):
+            finish_timeouts.append(timeout)
+            now[0] += 20
+            return super().finish(timeout)
+
+    with patch_module_args(args), mock.patch.object(mod, "request", fake_request), \
+            mock.patch.object(mod, "Hop", TimedHop), pytest.raises(SystemExit) as exc:
+        mod.main()
+    assert exc.value.code == 0, capsys.readouterr().out
+    assert timeouts == [100, 50] and finish_timeouts == [70]  # 100 s in all, never 100 s again

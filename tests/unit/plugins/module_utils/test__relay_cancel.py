@@ -1,0 +1,244 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of cancellation and deadlines in the relay (issue 15, point 6): the receivers' idle deadline, the
+lease a background transfer runs under, the watch that notices a controller gone and what a run does then.
+Fake clocks, timers and file stats: nothing here waits for real time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import types
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _relay as u
+
+
+class Clock:
+    def __init__(self, now=1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def stat_of(mtimes):
+    """A stat() over {path: mtime}; a path not in MTIMES does not exist."""
+    def stat(path):
+        if path not in mtimes:
+            raise FileNotFoundError(path)
+        return types.SimpleNamespace(st_mtime=mtimes[path])
+    return stat
+
+
+# ---------------------------------------------------------------- the idle deadline
+
+class Source:
+    """readinto/readline that, on the calls listed in SILENT, block until the timer fires (they call the handler)."""
+
+    def __init__(self, reader_box, silent=()):
+        self.box = reader_box
+        self.silent = set(silent)
+        self.calls = 0
+
+    def _call(self, data):
+        self.calls += 1
+        if self.calls in self.silent:
+            self.box[0].expired()  # what SIGALRM does to a read that got nothing in time
+            raise AssertionError("the handler must interrupt the read")
+        return data
+
+    def readinto(self, view):
+        data = self._call(b"abc")
+        view[:len(data)] = data
+        return len(data)
+
+    def readline(self, _limit=-1):
+        return self._call(b'{"bytes": 3}\n')
+
+
+def test_each_read_arms_the_deadline_and_disarms_it_after():
+    timers = []
+    box = [None]
+    reader = u.IdleReader(Source(box), 30, timer=lambda which, secs: timers.append((which, secs)))
+    box[0] = reader
+    buf = memoryview(bytearray(8))
+    with reader:
+        assert reader.readinto(buf) == 3 and reader.readline(10) == b'{"bytes": 3}\n'
+    assert timers == [(signal.ITIMER_REAL, 30.0), (signal.ITIMER_REAL, 0)] * 2 + [(signal.ITIMER_REAL, 0)]
+    assert reader.idle is None
+
+
+def test_a_read_that_gets_nothing_in_time_ends_the_stream_for_good():
+    box = [None]
+    source = Source(box, silent={2})
+    reader = u.IdleReader(source, 45, timer=lambda *_a: None)
+    box[0] = reader
+    buf = memoryview(bytearray(8))
+    with reader:
+        assert reader.readinto(buf) == 3
+        assert reader.readinto(buf) == 0  # the silent read: as at the end of the stream
+        assert reader.readline() == b"" and source.calls == 2  # later reads do not touch the source
+    assert reader.idle == "no byte from the sender for 45 s (idle_timeout); the receive was aborted"
+
+
+def test_a_timer_that_fires_between_reads_is_ignored():
+    reader = u.IdleReader(Source([None]), 5, timer=lambda *_a: None)
+    reader.expired()  # not reading: nothing raised, nothing recorded
+    assert reader.idle is None
+
+
+def test_no_deadline_with_zero_and_the_handler_is_restored():
+    timers = []
+    reader = u.IdleReader(Source([None]), 0, timer=lambda *a: timers.append(a))
+    before = signal.getsignal(signal.SIGALRM)
+    with reader:
+        assert reader.readinto(memoryview(bytearray(4))) == 3
+    assert timers == [] and signal.getsignal(signal.SIGALRM) is before
+    armed = u.IdleReader(Source([None]), 7, timer=lambda *_a: None)
+    with armed:
+        assert signal.getsignal(signal.SIGALRM) == armed.expired
+    assert signal.getsignal(signal.SIGALRM) is before
+
+
+# ---------------------------------------------------------------- the lease
+
+def test_a_lease_lapses_when_nobody_renewed_it_for_its_window():
+    clock = Clock(1000.0)
+    stat = stat_of({"/run/l": 996.0})
+    assert not u.lease_lapsed("/run/l", 5, since=990.0, clock=clock, stat=stat)  # renewed 4 s ago
+    clock.now = 1001.0
+    assert not u.lease_lapsed("/run/l", 5, since=990.0, clock=clock, stat=stat)  # 5 s: not more than the window
+    clock.now = 1001.5
+    assert u.lease_lapsed("/run/l", 5, since=990.0, clock=clock, stat=stat)
+
+
+def test_a_lease_never_written_counts_from_the_start_and_a_removed_one_has_lapsed():
+    clock = Clock(1003.0)
+    stat = stat_of({})
+    assert not u.lease_lapsed("/run/l", 5, since=1000.0, clock=clock, stat=stat)
+    clock.now = 1006.0
+    assert u.lease_lapsed("/run/l", 5, since=1000.0, clock=clock, stat=stat)
+
+
+def test_renew_creates_the_lease_and_sets_its_time(tmp_path):
+    path = str(tmp_path / "s.json.lease")
+    u.renew(path, clock=lambda: 1234.0)
+    assert os.stat(path).st_mtime == 1234.0
+    u.renew(path, clock=lambda: 1240.0)
+    assert os.stat(path).st_mtime == 1240.0 and os.path.getsize(path) == 0
+    u.renew(path, clock=lambda: 1250.0, ahead=3.0)  # the end of a follower's round: the gap to the next is covered
+    assert os.stat(path).st_mtime == 1253.0
+    assert not u.lease_lapsed(path, 3, since=0.0, clock=lambda: 1255.5)
+    assert u.lease_lapsed(path, 3, since=0.0, clock=lambda: 1256.5)
+
+
+# ---------------------------------------------------------------- the watch
+
+def watch(**kw):
+    lost = []
+    kw.setdefault("closed", lambda: False)
+    kw.setdefault("ppid", lambda: 42)
+    return u.ControllerWatch(lost.append, **kw), lost
+
+
+def test_the_watch_sees_a_lapsed_lease():
+    clock = Clock(1000.0)
+    mtimes = {"/run/l": 1000.0}
+    w, _lost = watch(lease=("/run/l", 5), clock=clock, stat=stat_of(mtimes))
+    clock.now = 1004.0
+    assert w.check() is None
+    mtimes["/run/l"] = 1004.0  # renewed
+    clock.now = 1008.0
+    assert w.check() is None
+    clock.now = 1009.5
+    reason = w.check()
+    assert reason.startswith(u.CANCELLED) and "its lease /run/l was not renewed for 5 s" in reason
+
+
+def test_the_watch_sees_the_connection_closed_or_the_parent_gone():
+    closed = [False]
+    parent = [42]
+    w, _lost = watch(stdout=True, closed=lambda: closed[0], ppid=lambda: parent[0])
+    assert w.check() is None
+    parent[0] = 1
+    assert "its process on this node ended" in w.check()
+    parent[0] = 42
+    closed[0] = True
+    assert "its connection to this node closed" in w.check()
+    lease_only, _lost = watch(closed=lambda: True, ppid=lambda: 7)  # not told to watch stdout: a background job
+    assert lease_only.check() is None
+
+
+def test_the_watch_calls_on_lost_once_and_stops():
+    waits = []
+
+    class Stop:
+        def wait(self, period):
+            waits.append(period)
+            return len(waits) > 3  # stopped after three periods unless lost before
+
+        def set(self):
+            pass
+
+    closed = iter([False, True])
+    w, lost = watch(stdout=True, closed=lambda: next(closed), period=0.5)
+    w._stop = Stop()
+    w.run()
+    assert lost == [w.reason] and "connection to this node closed" in w.reason and waits == [0.5, 0.5]
+
+
+def test_pipe_closed_sees_the_reader_go():
+    read_fd, write_fd = os.pipe()
+    try:
+        assert u.pipe_closed(write_fd) is False
+        os.close(read_fd)
+        assert u.pipe_closed(write_fd) is True
+    finally:
+        os.close(write_fd)
+
+
+def test_pipe_closed_is_false_for_a_file(tmp_path):
+    with open(tmp_path / "out", "w", encoding="utf-8") as fh:
+        assert u.pipe_closed(fh.fileno()) is False
+
+
+# ---------------------------------------------------------------- what a run does
+
+class FakeTimer:
+    made = []
+
+    def __init__(self, delay, func):
+        self.delay, self.func, self.daemon, self.started = delay, func, False, False
+        FakeTimer.made.append(self)
+
+    def start(self):
+        self.started = True
+
+    def cancel(self):
+        self.started = False
+
+
+def test_cancel_kills_the_streams_then_ends_a_stuck_run(capsys):
+    FakeTimer.made = []
+    kills, exits, cleaned = [], [], []
+    cancel = u.Cancel(lambda: kills.append(1), cleaned.append, exit_=exits.append, timer=FakeTimer)
+    cancel.lost(f"{u.CANCELLED} (x)")
+    assert kills == [1] and exits == [] and cancel.reason == f"{u.CANCELLED} (x)"
+    (pending,) = FakeTimer.made
+    assert pending.delay == u.Cancel.GRACE and pending.daemon and pending.started
+    pending.func()  # the run did not end on its own within GRACE
+    assert kills == [1, 1] and exits == [1]
+    msg = f"{u.CANCELLED} (x); it was ended before it changed anything more on the targets"
+    assert cleaned == [msg]
+    assert capsys.readouterr().out.strip() == '{"failed": true, "changed": false, "msg": "%s"}' % msg
+
+
+def test_a_run_that_reports_its_cancellation_itself_is_not_ended():
+    FakeTimer.made = []
+    cancel = u.Cancel(lambda: None, exit_=lambda code: pytest.fail("ended"), timer=FakeTimer)
+    cancel.lost("cancelled: x")
+    cancel.stop()
+    assert FakeTimer.made[0].started is False
+
