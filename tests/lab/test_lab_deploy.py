@@ -182,6 +182,9 @@ def test_engine_containers_ask_for_the_gpu_and_get_rdma_devices_and_compile_cach
         assert {"dgxspark-vllm-cache:/root/.cache/vllm", "dgxspark-flashinfer-cache:/root/.cache/flashinfer",
                 "dgxspark-triton-cache:/root/.triton"} <= {b.removesuffix(":rw") for b in config["Binds"]}
         assert node_exec(node(i), "docker", "exec", name, "nvidia-smi", "-L").stdout.startswith("GPU 0: NVIDIA GB10")
+        # Created from the image ID the node checked, not from a name whose tag could have moved since (issue 15.2).
+        started_from = node_exec(node(i), "docker", "inspect", "-f", "{{.Config.Image}} {{.Image}}", name).stdout.split()
+        assert started_from[0] == started_from[1] and started_from[0].startswith("sha256:"), started_from
         assert "this container sees 1 GPU(s)" in node_exec(node(i), "docker", "logs", name).stdout
 
 
@@ -254,6 +257,9 @@ def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
         config = engine_config(index, "dgxspark-vllm")
         assert [r["Driver"] for r in config["DeviceRequests"]] == ["nvidia"]
         assert [d["PathOnHost"] for d in config["Devices"]] == ["/dev/infiniband"] and "IPC_LOCK" in config["CapAdd"]
+        started_from = node_exec(node(index), "docker", "inspect", "-f", "{{.Config.Image}} {{.Image}}",
+                                 "dgxspark-vllm").stdout.split()
+        assert started_from[0] == started_from[1] and started_from[0].startswith("sha256:"), started_from
     worker_cmd = node_exec(node(2), "docker", "inspect", "-f", "{{json .Config.Cmd}}", "dgxspark-vllm").stdout
     assert '"--headless"' in worker_cmd and '"--node-rank","1"' in worker_cmd.replace(", ", ","), worker_cmd
     chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))], env=dict(os.environ, DEMO_API_KEY=KEY))
