@@ -139,7 +139,7 @@ def test_sentinel_secrets_are_nowhere_a_node_or_the_play_shows(deployed):
     ray_token = node_exec(node(1), "cat", "/etc/dgxspark/ray/auth_token").stdout.strip()
     assert len(ray_token) >= 32  # token auth is on (Ray 2.54): the sweep looks for a real secret too
     secrets = {"API key": KEY, "HF token": HF_SENTINEL, "Ray token": ray_token}
-    needles = {**{name: value for name, value in secrets.items()},
+    needles = {**secrets,
                **{f"{name} {kind}": digest for name, value in secrets.items() for kind, digest in _digests(value).items()}}
     places = {"the play's -vvv output": deployed.stdout + deployed.stderr}
     for index in (1, 2):
@@ -194,7 +194,7 @@ def listeners(index, container):
     pids = set(node_exec(node(index), "docker", "top", container, "-eo", "pid").stdout.split()[1:])
     found = set()
     for line in node_exec(node(index), "ss", "-ltnpH").stdout.splitlines():
-        address, _, port = line.split()[3].rpartition(":")
+        address, _sep, port = line.split()[3].rpartition(":")
         for pid in re.findall(r"pid=(\d+)", line):
             if pid in pids:
                 program = node_exec(node(index), "sh", "-c", f"tr '\\0' ' ' < /proc/{pid}/cmdline", check=False).stdout

@@ -197,9 +197,9 @@ def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(head_onl
             assert all(transfer_processes(i) for i in (1, 2))  # the ssh hop on node 1, the receiver on node 2
             job.send_signal(signal.SIGINT)
             stopped, left = wait_until_no_transfer((1, 2), 10)
-            out, _ = job.communicate(timeout=60)
-    assert not any(left.values()) and stopped <= 10, \
-        f"still running {stopped:.1f} s after SIGINT: {left}\n{out[-2000:]}"
+            out, _err = job.communicate(timeout=60)
+    assert not any(left.values()) and stopped <= 10, (
+        f"still running {stopped:.1f} s after SIGINT: {left}\n{out[-2000:]}")
     report(f"model transfer: every transfer process gone {stopped:.1f} s after SIGINT")
     assert job.returncode != 0
     assert sums(2) == before and hidden_parts(2) == []  # as it was: no new file, no part file

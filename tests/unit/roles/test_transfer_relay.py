@@ -294,4 +294,3 @@ def test_a_silent_sender_is_aborted_after_the_idle_timeout(R, capsys, tmp_path):
     assert rc == 1 and api.tags == [] and took < 5
     assert lines[0]["error"] == "no byte from the sender for 0.3 s (idle_timeout); the receive was aborted after 3 bytes"
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no timer left running
-

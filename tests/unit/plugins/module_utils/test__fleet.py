@@ -243,7 +243,7 @@ def test_two_members_with_one_fabric_ip_are_named():
     groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")]})
     node = resolve_fleet(groups, hv)["nodes"]["s1"]
     _out, errors = with_fabric(node, {"s1": node_fabric(_fab("10.9.0.1", "10.0.0.1")),
-                                  "s2": node_fabric(_fab("10.9.0.1", "10.0.0.2"))})
+                                      "s2": node_fabric(_fab("10.9.0.1", "10.0.0.2"))})
     assert errors == ["cluster pair1: hosts s1 and s2 both have the fabric IP 10.9.0.1 (found on their fabric "
                       "interfaces); give each node its own address (netplan) or set dgxspark_fabric_interface to the "
                       "right port"]

@@ -241,4 +241,3 @@ def test_a_run_that_reports_its_cancellation_itself_is_not_ended():
     cancel.lost("cancelled: x")
     cancel.stop()
     assert FakeTimer.made[0].started is False
-

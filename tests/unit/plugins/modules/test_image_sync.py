@@ -293,7 +293,7 @@ def test_a_lapsed_lease_kills_the_streams_and_fails_cancelled(capsys, tmp_path):
     args = dict(ARGS, lease_file=str(lease), lease_timeout=5, status_file=str(tmp_path / "s.json"))
     with patch_module_args(args), mock.patch.object(mod.docker, "APIClient", return_value=api), \
             mock.patch.object(mod, "request", side_effect=fake_request), \
-            mock.patch.object(mod, "Hop", side_effect=lambda a, h, n: LapsingHop(a, h, n)), \
+            mock.patch.object(mod, "Hop", side_effect=LapsingHop), \
             mock.patch.object(mod, "ControllerWatch", FakeWatch), mock.patch.object(mod.Cancel, "GRACE", 3600), \
             mock.patch.object(mod.os.path, "exists", return_value=True), pytest.raises(SystemExit) as exc:
         mod.main()
