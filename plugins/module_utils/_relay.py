@@ -602,6 +602,23 @@ class Cancel:
         self.exit(1)
 
 
+def process_alive(pid: object) -> bool:
+    """Whether the process PID exists (a zombie counts as ended)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
 def close_reader(reader: t.Any) -> None:
     """Close a reader from the engine or a file (an IterReader has nothing to close)."""
     if hasattr(reader, "close"):

@@ -227,7 +227,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
     CHUNK, LEASE_START, LEASE_TIMEOUT, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, IterReader, Progress, chain_results,
-    close_reader, image_summary, mb_per_s, pump, read_full, renew, request, ssh_argv, store_of, table,
+    close_reader, image_summary, mb_per_s, process_alive, pump, read_full, renew, request, ssh_argv, store_of, table,
 )
 
 try:
@@ -253,7 +253,7 @@ TMP_PREFIX = "image_sync-"
 
 def stale_tmp_tars(tmp_dir: str, alive=None) -> list[str]:
     """The temporary archives in TMP_DIR of runs whose process is gone (``image_sync-PID-*.tar``, PID not alive)."""
-    alive = alive or pid_alive
+    alive = alive or process_alive
     stale = []
     try:
         names = os.listdir(tmp_dir)
@@ -265,16 +265,6 @@ def stale_tmp_tars(tmp_dir: str, alive=None) -> list[str]:
                 and int(parts[1]) != os.getpid() and not alive(int(parts[1]))):
             stale.append(os.path.join(tmp_dir, name))
     return sorted(stale)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def save_stream(api, image_id: str, tmp_tar: bool, tmp_dir: str, cancelled=lambda: False):

@@ -100,7 +100,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import LEASE_AHEAD, pipe_closed, renew
+from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import LEASE_AHEAD, pipe_closed, process_alive, renew
 
 RENEW_EVERY = 1.0
 LOOK_EVERY = 0.25  # how often the round looks for its controller between renewals
@@ -116,23 +116,6 @@ def read_status(path: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def alive(pid: object) -> bool:
-    """Whether the process PID exists (a zombie counts as ended)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-
-
 def drop(path: str) -> None:
     """Remove the lease: the job sees it lapsed at once (when its first LEASE_START has passed)."""
     try:
@@ -142,7 +125,7 @@ def drop(path: str) -> None:
 
 
 def follow_round(status_file: str, lease_file: str | None, wait: float, clock=time.monotonic,
-                 pause=threading.Event().wait, gone=None, is_alive=alive, renew_lease=renew,
+                 pause=threading.Event().wait, gone=None, is_alive=process_alive, renew_lease=renew,
                  drop_lease=drop) -> dict:
     """Wait up to WAIT s for the done mark, renewing LEASE_FILE every RENEW_EVERY s while the controller is there;
     when it is gone, remove the lease so that the job cancels itself at once."""

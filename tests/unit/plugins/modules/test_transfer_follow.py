@@ -91,5 +91,5 @@ def test_before_the_job_wrote_its_status_the_round_waits_and_renews(tmp_path):
 
 
 def test_alive_reads_the_process_table():
-    assert mod.alive(os.getpid()) is True
-    assert mod.alive(0) is False and mod.alive(None) is False and mod.alive(True) is False
+    assert mod.process_alive(os.getpid()) is True
+    assert mod.process_alive(0) is False and mod.process_alive(None) is False and mod.process_alive(True) is False
