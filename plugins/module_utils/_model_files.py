@@ -25,6 +25,9 @@ import typing as t
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import end_mark, frame, human
 
 CACHE_NAME = ".dgxspark-manifest.json"
+# The revision the collection last downloaded into a model directory (what model_sync_revision asked for): a branch
+# or tag name cannot be resolved offline, so it is recorded beside the files. Bookkeeping, not part of the model.
+REVISION_NAME = ".dgxspark-revision"
 PART_SUFFIX = ".dgxspark-part"
 # Hugging Face's local-dir bookkeeping (``hf download --local-dir``): not part of the model.
 SKIP_DIRS = (".cache",)
@@ -54,8 +57,8 @@ def check_relpath(rel: t.Any, max_depth: int = MAX_DEPTH) -> str:
             raise PathError(f"path {rel!r} has an empty, '.' or '..' component")
         if not COMPONENT_RE.match(part):
             raise PathError(f"path {rel!r} has a component with characters that are not allowed ({part!r})")
-        if part.endswith(PART_SUFFIX) or part == CACHE_NAME:
-            raise PathError(f"path {rel!r} names a transfer or cache file")
+        if part.endswith(PART_SUFFIX) or part in (CACHE_NAME, REVISION_NAME):
+            raise PathError(f"path {rel!r} names a transfer or bookkeeping file")
     return rel
 
 
@@ -117,7 +120,7 @@ def walk(directory: str) -> tuple[list[str], list[str]]:
                 problems.append(f"{os.path.join(rel_dir, d)} is a symlinked directory (not followed)")
         dirs.sort()
         for name in sorted(names):
-            if name == CACHE_NAME or name.endswith(PART_SUFFIX):
+            if name in (CACHE_NAME, REVISION_NAME) or name.endswith(PART_SUFFIX):
                 continue
             rel = os.path.join(rel_dir, name) if rel_dir else name
             full = os.path.join(current, name)
@@ -265,6 +268,49 @@ def completeness(directory: str, files: t.Iterable[str]) -> list[str]:
                 if name.endswith(".incomplete"):
                     missing.append(f"unfinished download {os.path.relpath(os.path.join(current, name), directory)}")
     return missing
+
+
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+
+
+def revision_of(directory: str) -> dict:
+    """What DIRECTORY says about its revision: the revision the collection recorded (``recorded``, None when none) and
+    the commits Hugging Face's CLI noted per file in ``.cache/huggingface/download/*.metadata`` (``commits``, sorted;
+    the first line of each is the commit the file came from)."""
+    recorded = None
+    try:
+        with open(os.path.join(directory, REVISION_NAME), encoding="utf-8") as fh:
+            recorded = fh.read(256).strip() or None
+    except OSError:
+        pass
+    commits = set()
+    downloads = os.path.join(directory, ".cache", "huggingface", "download")
+    for current, _dirs, names in os.walk(downloads):
+        for name in names:
+            if not name.endswith(".metadata"):
+                continue
+            try:
+                with open(os.path.join(current, name), encoding="utf-8") as fh:
+                    first = fh.readline().strip()
+            except OSError:
+                continue
+            if COMMIT_RE.fullmatch(first):
+                commits.add(first)
+    return {"recorded": recorded, "commits": sorted(commits)}
+
+
+def revision_mismatch(wanted: str, found: dict) -> str | None:
+    """Why a copy described by FOUND (:func:`revision_of`) is not revision WANTED, or None when it is (or when no
+    revision is asked for). A commit hash matches the recorded revision or Hugging Face's own per-file commits (all of
+    them); a branch or tag name only matches the recorded one, since it cannot be resolved offline."""
+    if not wanted:
+        return None
+    if found["recorded"] == wanted:
+        return None
+    if COMMIT_RE.fullmatch(wanted) and found["commits"] == [wanted]:
+        return None
+    have = found["recorded"] or (", ".join(c[:12] for c in found["commits"]) if found["commits"] else None)
+    return f"revision {wanted} (this copy is {'revision ' + have if have else 'of an unknown revision'})"
 
 
 def diff(source: dict[str, dict], target: dict[str, dict]) -> tuple[list[str], list[str]]:

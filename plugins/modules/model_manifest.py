@@ -22,6 +22,11 @@ description:
     any other is reported in RV(problems).
   - Also tells whether the model looks complete (RV(complete), RV(missing)). That needs a C(config.json), at least
     one weight file, every shard named by a C(*.index.json) weight map, and no unfinished Hugging Face download.
+  - With O(revision), a copy of another revision is not complete either (RV(missing) says which revision it is).
+    The revision a copy holds is the one recorded in C(.dgxspark-revision) in O(path) (written by the
+    M(dgxspark.vllm.model_sync) role after a download), or, for a commit hash, the commit Hugging Face's CLI noted
+    for every file under C(.cache/huggingface/download). A branch or tag name cannot be resolved without the network:
+    only the recorded revision matches it.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
 attributes:
@@ -50,6 +55,11 @@ options:
         enough to tell whether a model is complete.
     type: bool
     default: true
+  revision:
+    description:
+      - The revision the model must be (a branch, a tag or a commit hash). Empty accepts any revision.
+    type: str
+    default: ""
 seealso:
   - module: dgxspark.vllm.model_sync
 """
@@ -109,6 +119,13 @@ cached:
   returned: always
   type: int
   sample: 52
+revision:
+  description:
+    - What O(path) says about its revision. C(recorded) is the revision recorded after the collection's last download
+      (null when none); C(commits) are the commits Hugging Face's CLI noted for the files (sorted, often one).
+  returned: always
+  type: dict
+  sample: {recorded: main, commits: [0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c]}
 problems:
   description: Entries that are not part of the manifest and why (a symlink leading out of O(path), a device...).
   returned: always
@@ -125,10 +142,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
 
 
-def describe(path: str, cache: bool, hashes: bool, write_cache: bool) -> dict:
+def describe(path: str, cache: bool, hashes: bool, write_cache: bool, revision: str = "") -> dict:
     """The module's result for PATH (no AnsibleModule needed)."""
     result = {"changed": False, "exists": os.path.isdir(path), "files": {}, "file_count": 0, "total_bytes": 0,
-              "hashed": 0, "cached": 0, "problems": []}
+              "hashed": 0, "cached": 0, "problems": [], "revision": {"recorded": None, "commits": []}}
     if not result["exists"]:
         result.update(complete=False, missing=[f"{path} does not exist"])
         return result
@@ -139,6 +156,10 @@ def describe(path: str, cache: bool, hashes: bool, write_cache: bool) -> dict:
         found = {"files": {n: {"size": os.stat(os.path.join(path, n)).st_size, "sha256": None} for n in names},
                  "problems": problems, "hashed": 0, "cached": 0}
     missing = mf.completeness(path, found["files"])
+    result["revision"] = mf.revision_of(path)
+    other = mf.revision_mismatch(revision, result["revision"])
+    if other:
+        missing.append(other)
     result.update(files=found["files"], problems=found["problems"], hashed=found["hashed"], cached=found["cached"],
                   file_count=len(found["files"]), total_bytes=mf.total_bytes(found["files"]),
                   complete=not missing, missing=missing)
@@ -151,12 +172,14 @@ def main() -> None:
             "path": {"type": "path", "required": True},
             "cache": {"type": "bool", "default": True},
             "hashes": {"type": "bool", "default": True},
+            "revision": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
     p = module.params
     try:
-        result = describe(p["path"], p["cache"], p["hashes"], write_cache=not module.check_mode)
+        result = describe(p["path"], p["cache"], p["hashes"], write_cache=not module.check_mode,
+                          revision=p["revision"])
     except OSError as exc:
         module.fail_json(msg=f"reading {p['path']} failed: {exc}", exception=traceback.format_exc())
     module.exit_json(**result)

@@ -24,6 +24,16 @@ BIN = Path(sys.executable).parent
 #   DGXSPARK_LAB_PREFIX=hyb DGXSPARK_LAB_MGMT_SUBNET=192.168.243.0/24 DGXSPARK_LAB_FABRIC_SUBNET=192.168.110.0/24
 # (the twin's subnet, DGXSPARK_LAB_FABRIC2_SUBNET, follows: 192.168.111.0/24).
 # Tests must take node names and addresses from these constants or the `lab` fixture, never literals.
+# Under pytest-xdist (`make test` runs two workers, a test file per worker at a time), worker gwN for N >= 1 gets a
+# lab of its own unless the environment names one: prefix sparkN, mgmt 192.168.(232+N).0/24, fabric
+# 192.168.(120+2N).0/24 and its twin the /24 after it. gw0 keeps the default lab.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if re.fullmatch(r"gw[1-9]\d*", _WORKER) and "DGXSPARK_LAB_PREFIX" not in os.environ:
+    _N = int(_WORKER[2:])
+    os.environ.update(DGXSPARK_LAB_PREFIX=f"spark{_N}", DGXSPARK_LAB_MGMT_SUBNET=f"192.168.{232 + _N}.0/24",
+                      DGXSPARK_LAB_FABRIC_SUBNET=f"192.168.{120 + 2 * _N}.0/24")
+    os.environ.pop("DGXSPARK_LAB_FABRIC2_SUBNET", None)
+    os.environ.pop("DGXSPARK_LAB_INVENTORY", None)
 # In step with lab/lab.py: the mgmt network is the LAN; each pair's fabric is point to point, the /28 at offset
 # 16*(pair-1) of each fabric /24, head .11 and worker .12 within it.
 PREFIX = os.environ.get("DGXSPARK_LAB_PREFIX", "spark")
@@ -80,10 +90,20 @@ def api_url(i=1):
     return f"http://{mgmt_ip(i)}:8000"
 
 
+# Minutes each lab test file took on a 2-core machine (pytest --durations=0, summed per file), longest first. Only
+# the order of the run follows from it: `make test` hands whole files to two workers in this order
+# (--dist loadfile --no-loadscope-reorder), so the long files start first and the short ones fill the gaps. A file
+# missing here runs after these, in collection order.
+MINUTES = {}
+
+
 def pytest_collection_modifyitems(items):
+    here = str(Path(__file__).parent)
     for item in items:
-        if str(item.fspath).startswith(str(Path(__file__).parent)):
+        if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.lab)
+    # A stable sort: each file's tests keep their order (they build on each other), files go longest first.
+    items.sort(key=lambda item: -MINUTES.get(os.path.relpath(str(item.fspath), REPO), 0.0))
 
 
 REPORTS = []

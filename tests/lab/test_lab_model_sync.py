@@ -181,6 +181,27 @@ def test_offline_with_a_missing_model_fails_naming_host_and_path_and_writes_noth
         assert node_exec(node(i), "find", MODELS).stdout == before[i]
 
 
+def test_offline_with_the_head_holding_another_revision_fails_naming_both_and_writes_nothing(head_only):
+    """Issue 15: a changed model_sync_revision is not served from the old copy. The head's copy was recorded as v1;
+    asking for v2 offline stops before anything moves, naming both revisions; asking for v1 syncs as before."""
+    node_exec(node(1), "sh", "-c", f"echo v1 > {MODEL_DIR}/.dgxspark-revision")
+    try:
+        before = {i: node_exec(node(i), "find", MODELS).stdout for i in (1, 2)}
+        out = play(head_only["play"], "-e", f"model_sync_model=Qwen/{NAME}", "-e", "model_sync_revision=v2",
+                   "-e", "model_sync_trust=false", env={"HF_HUB_OFFLINE": "1"})
+        assert out.returncode != 0 and recap(out.stdout, node(1))["failed"] == 1, out.stdout[-3000:]
+        msg = " ".join(out.stdout.split())
+        assert f"{node(1)}: the model Qwen/{NAME} is not complete under {MODEL_DIR} (missing: revision v2 (this copy " \
+               "is revision v1))" in msg and "offline mode is on" in msg, msg[-3000:]
+        for i in (1, 2):
+            assert node_exec(node(i), "find", MODELS).stdout == before[i]
+        same = play(head_only["play"], "-e", f"model_sync_model=Qwen/{NAME}", "-e", "model_sync_revision=v1",
+                    "-e", "model_sync_trust=false", env={"HF_HUB_OFFLINE": "1"})
+        assert same.returncode == 0 and recap(same.stdout, node(2))["changed"] == 0, same.stdout[-3000:]
+    finally:
+        node_exec(node(1), "rm", "-f", f"{MODEL_DIR}/.dgxspark-revision")
+
+
 def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(head_only):
     """Issue 15, point 6: SIGINT to ansible-playbook in the middle of a model transfer: within 10 s no transfer
     process runs on any node, node 2 holds the files it held before (no part file left) and its lock is free."""
