@@ -90,11 +90,25 @@ def api_url(i=1):
     return f"http://{mgmt_ip(i)}:8000"
 
 
-# Minutes each lab test file took on a 2-core machine (pytest --durations=0, summed per file), longest first. Only
-# the order of the run follows from it: `make test` hands whole files to two workers in this order
-# (--dist loadfile --no-loadscope-reorder), so the long files start first and the short ones fill the gaps. A file
-# missing here runs after these, in collection order.
-MINUTES = {}
+# `make test` runs the tests on two pytest-xdist workers (--dist loadfile --no-loadscope-reorder), each with a lab of
+# its own. The files whose tests start Ray clusters or serving engines run one after another on one worker, never
+# beside each other: on two cores, two clusters starting at once starve Ray's raylets past the 30 s Ray gives them to
+# register (hard-coded in ray/_private/node.py). Every other file (transfers, builds, preflight, config checks, the
+# unit tests) runs on the other worker meanwhile, as units of their own.
+ENGINE_FILES = ("tests/lab/test_lab_cluster.py", "tests/lab/test_lab_deploy.py", "tests/lab/test_lab_fleet.py",
+                "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_serve_faults.py",
+                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_watchdog.py", "tests/lab/test_ray_cluster.py",
+                "tests/lab/test_real_vllm.py")
+# The other lab files, longest first, so that the short ones fill the end.
+OTHER_FILES = ("tests/lab/test_hybrid_image.py", "tests/lab/test_lab_image_sync.py", "tests/lab/test_engine_two_node.py",
+               "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py", "tests/lab/test_lab_gpu_rdma.py",
+               "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
+               "tests/lab/test_lab_gateway_config.py")
+ORDER = ENGINE_FILES + OTHER_FILES
+
+
+def _rel(path):
+    return os.path.relpath(str(path), REPO)
 
 
 def pytest_collection_modifyitems(items):
@@ -102,8 +116,21 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.lab)
-    # A stable sort: each file's tests keep their order (they build on each other), files go longest first.
-    items.sort(key=lambda item: -MINUTES.get(os.path.relpath(str(item.fspath), REPO), 0.0))
+    # A stable sort: each file's tests keep their order (they build on each other); files follow ORDER, the rest after.
+    items.sort(key=lambda item: ORDER.index(_rel(item.fspath)) if _rel(item.fspath) in ORDER else len(ORDER))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Whole files per worker, ENGINE_FILES as one unit (see above), in collection order."""
+    from xdist.scheduler import LoadScopeScheduling  # pylint: disable=import-outside-toplevel
+
+    class EnginesApart(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            return "engines" if path in ENGINE_FILES else path
+
+    return EnginesApart(config, log)
 
 
 REPORTS = []
