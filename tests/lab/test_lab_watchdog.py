@@ -111,6 +111,9 @@ def test_a_watchdog_runs_on_the_head_and_a_rerun_restarts_nothing(deployed):
     assert state(2, "dgxspark-watchdog") == ""  # on the head only
     inspect = node_exec(node(1), "docker", "inspect", "dgxspark-watchdog").stdout
     assert KEY not in inspect and "unless-stopped" in inspect
+    host_config = json.loads(inspect)[0]["HostConfig"]
+    assert host_config["CapDrop"] == ["ALL"] and not host_config["CapAdd"], host_config  # issue 15: least privilege
+    assert host_config["SecurityOpt"] == ["no-new-privileges:true"] and not host_config["Privileged"]
     wait_for("the watchdog's first answered look", lambda: watchdog_state().get("verdict") == "ok", 30)
     before = {name: state(i, name) for i, name in ((1, HEAD), (2, WORKER), (1, "dgxspark-watchdog"))}
     again = play(DEPLOY)
