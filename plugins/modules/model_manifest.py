@@ -25,8 +25,8 @@ description:
   - With O(revision), a copy of another revision is not complete either (RV(missing) says which revision it is).
     The revision a copy holds is the one recorded in C(.dgxspark-revision) in O(path) (written by the
     M(dgxspark.vllm.model_sync) role after a download), or, for a commit hash, the commit Hugging Face's CLI noted
-    for every file under C(.cache/huggingface/download). A branch or tag name cannot be resolved without the network:
-    only the recorded revision matches it.
+    for every file under C(.cache/huggingface/download). A branch or tag name cannot be resolved without the network,
+    so only the recorded revision matches it.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
 attributes:
