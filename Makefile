@@ -99,7 +99,7 @@ bench: venv engine
 PYTEST_WORKERS ?= 2
 test: venv engine
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint sanity sanity-latest build-check molecule
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40 \
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40 -m "not slow" \
 		tests/lab tests/unit $(wildcard lab/engine/tests)
 
 clean: lab-down

@@ -91,18 +91,18 @@ def api_url(i=1):
 
 
 # `make test` runs the tests on two pytest-xdist workers (--dist loadfile --no-loadscope-reorder), each with a lab of
-# its own. The files whose tests start Ray clusters or serving engines run one after another on one worker, never
-# beside each other: on two cores, two clusters starting at once starve Ray's raylets past the 30 s Ray gives them to
-# register (hard-coded in ray/_private/node.py). Every other file (transfers, builds, preflight, config checks, the
-# unit tests) runs on the other worker meanwhile, as units of their own.
+# its own. The files whose tests start Ray clusters (or real vLLM, which takes both cores) run one after another on
+# one worker, never beside each other: on two cores, two clusters starting at once starve Ray's raylets past the 30 s
+# Ray gives them to register (hard-coded in ray/_private/node.py). Every other file (transfers, builds, preflight,
+# config checks, engines without Ray, the unit tests) runs on the other worker meanwhile, as units of their own.
 ENGINE_FILES = ("tests/lab/test_lab_cluster.py", "tests/lab/test_lab_deploy.py", "tests/lab/test_lab_fleet.py",
-                "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_serve_faults.py",
-                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_watchdog.py", "tests/lab/test_ray_cluster.py",
-                "tests/lab/test_real_vllm.py")
-# The other lab files, longest first, so that the short ones fill the end.
-OTHER_FILES = ("tests/lab/test_hybrid_image.py", "tests/lab/test_lab_image_sync.py", "tests/lab/test_engine_two_node.py",
-               "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py", "tests/lab/test_lab_gpu_rdma.py",
-               "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
+                "tests/lab/test_lab_serve_faults.py", "tests/lab/test_lab_unified_memory.py",
+                "tests/lab/test_lab_watchdog.py", "tests/lab/test_ray_cluster.py", "tests/lab/test_real_vllm.py")
+# The other lab files, longest first, so that the short ones fill the end. test_lab_known_issues starts engines
+# without Ray (the stand-in, mp) and test_lab_unified_memory is kept off it (it reads the memory the nodes share).
+OTHER_FILES = ("tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_image_sync.py",
+               "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
+               "tests/lab/test_lab_gpu_rdma.py", "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
                "tests/lab/test_lab_gateway_config.py")
 ORDER = ENGINE_FILES + OTHER_FILES
 

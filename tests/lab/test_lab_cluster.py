@@ -101,6 +101,7 @@ def test_four_sparks_on_a_switch_serve_tp4_over_ray_and_a_rerun_restarts_nothing
     assert [engines(i) for i in range(1, NODES + 1)] == before
 
 
+@pytest.mark.slow  # mp across nodes with headless ranks: test_lab_deploy's mp pair in make test
 def test_four_sparks_serve_tp4_with_mp_ranks_1_to_3_headless(cluster4):
     first = deploy("-e", "vllm_serve_backend=mp")
     assert first.returncode == 0, first.stdout[-5000:]
@@ -120,6 +121,7 @@ def test_four_sparks_serve_tp4_with_mp_ranks_1_to_3_headless(cluster4):
     assert [engines(i) for i in range(1, NODES + 1)] == before
 
 
+@pytest.mark.slow  # the 4-node cluster over Ray: the TP4 test in make test; PP's argv: unit tests
 def test_four_sparks_serve_tp2_pp2_and_a_rerun_restarts_nothing(cluster4):
     pp = ["-e", "vllm_serve_backend=mp", "-e", "dgxspark_tensor_parallel_size=2", "-e", "dgxspark_pipeline_parallel_size=2"]
     first = deploy(*pp)

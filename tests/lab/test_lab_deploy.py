@@ -272,6 +272,7 @@ def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     assert node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout == before
 
 
+@pytest.mark.slow  # per-host interface names: test_lab's preflight test in make test
 def test_per_host_interface_names_cabled_on_different_ports_serve(deployed):
     """Node 2 cabled on the CX7's other port: its twins are enp1s0f0np0/enP2p1s0f0np0, the inventory names them per
     host (dgxspark_fabric_interface), and the pair serves with each node on its own interface."""
