@@ -13,7 +13,8 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def load(name, path, monkeypatch, **env):
-    for key in ("DGXSPARK_LAB_PREFIX", "DGXSPARK_LAB_MGMT_SUBNET", "DGXSPARK_LAB_FABRIC_SUBNET",
+    # PYTEST_XDIST_WORKER too: under make test labkit would otherwise pick the worker's own lab.
+    for key in ("PYTEST_XDIST_WORKER", "DGXSPARK_LAB_PREFIX", "DGXSPARK_LAB_MGMT_SUBNET", "DGXSPARK_LAB_FABRIC_SUBNET",
                 "DGXSPARK_LAB_FABRIC2_SUBNET", "DGXSPARK_LAB_INVENTORY"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
