@@ -113,10 +113,17 @@ def _rel(path):
 
 def pytest_collection_modifyitems(items):
     here = str(Path(__file__).parent)
+    unlisted = set()
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.lab)
-    # A stable sort: each file's tests keep their order (they build on each other); files follow ORDER, the rest after.
+            if _rel(item.fspath) not in ORDER:
+                unlisted.add(_rel(item.fspath))
+    if unlisted:  # an unlisted file could start Ray beside ENGINE_FILES on the other worker
+        raise pytest.UsageError(f"tests/lab/labkit.py: add {', '.join(sorted(unlisted))} to ENGINE_FILES (it starts Ray "
+                                "clusters or real vLLM) or to OTHER_FILES")
+    # A stable sort: each file's tests keep their order (they build on each other); lab files follow ORDER, the
+    # unit and engine tests come after.
     items.sort(key=lambda item: ORDER.index(_rel(item.fspath)) if _rel(item.fspath) in ORDER else len(ORDER))
 
 
