@@ -53,9 +53,12 @@ class ActionModule(ActionBase):
                 return {"failed": True, "finished": False, "ansible_job_id": jid,
                         "msg": f"cannot follow the transfer (job {jid}) on {host}: {round_.get('msg')}; without its "
                                "lease renewed it cancels itself"}
-            status = self._job_status(jid, task_vars)
-            if status.get("finished"):
-                return status
+            # The job's own result is asked for only once the round saw it end (done, or its process gone): a job
+            # status request in every gap would double the time the lease goes unrenewed between two rounds.
+            if round_.get("done") or not round_.get("running"):
+                status = self._job_status(jid, task_vars)
+                if status.get("finished"):
+                    return status
             if time.monotonic() >= deadline:
                 return {"failed": True, "finished": False, "ansible_job_id": jid,
                         "msg": f"the transfer (job {jid}) had not ended after {timeout} s; no longer followed, it"

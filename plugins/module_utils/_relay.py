@@ -49,7 +49,7 @@ PROGRAM = "dgxspark-transfer"  # the forced command's name, the last word of the
 # the models-root lock (``idle_timeout`` in the transfer program's configuration relay.json overrides it).
 IDLE_TIMEOUT = 60
 # Seconds a background transfer runs on without its controller renewing its lease (ControllerWatch).
-LEASE_TIMEOUT = 3
+LEASE_TIMEOUT = 30
 # How far ahead a follower's last renewal of a round reaches, and the transfer's own first one: the gap between two
 # rounds (a job status request, the next round's start) and the start of the first round are not a lost controller.
 LEASE_AHEAD = 2.0

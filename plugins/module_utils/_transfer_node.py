@@ -814,8 +814,10 @@ def do_files_receive(req, config, stdin):
     total = 0
     complete = False
     stdin = IdleReader(stdin, idle_timeout(config))  # a silent sender ends the stream (and frees the lock) in time
-    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(signum, _raise_interrupted)
+    # Interrupted mid-stream, the receive ends through its cleanup (parts removed, lock freed); the caller's own
+    # handlers are back once it returns.
+    handlers = {signum: signal.signal(signum, _raise_interrupted)
+                for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
         try:
             os.makedirs(root, exist_ok=True)
@@ -876,6 +878,8 @@ def do_files_receive(req, config, stdin):
             sink.discard()  # only parts that were not committed are left to remove
         if lock is not None:
             lock.close()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     return answer_chain(result, start, error and f"{error}; the existing files were left as they were", down, req,
                         config)
 

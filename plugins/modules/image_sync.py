@@ -116,8 +116,11 @@ options:
       - Seconds without a renewal of O(lease_file) after which the run cancels itself. The follower renews it every
         second, and at the end of each of its rounds 2 seconds ahead (for the gap to the next round); the run's first
         renewal reaches 10 seconds ahead (for the follower's start).
+      - A round whose controller goes away (interrupted, or its connection closed) drops the lease at once, so this
+        bound applies only to a controller that stops between two rounds, or to a follower killed outright. A busy
+        controller stretches the gap between rounds; too short a bound cancels healthy transfers.
     type: int
-    default: 3
+    default: 30
   docker_host:
     description: The source's Docker engine.
     type: str

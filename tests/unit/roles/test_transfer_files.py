@@ -14,6 +14,7 @@ import io
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import threading
@@ -134,7 +135,10 @@ def test_files_receive_writes_verifies_and_renames(R, root, tmp_path, capsys):
     (src / "sub" / "new.bin").write_bytes(b"fresh")
     files = [entry("shard.bin", b"new-shard-bytes"), entry("sub/new.bin", b"fresh")]
     (root / "m" / ".stale.bin.dgxspark-part").write_bytes(b"left by a SIGKILL")
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     rc, answer = receive(R, root, files, stream(files, src), capsys=capsys)
+    # a receive turns signals into its own cleanup only while it runs: the caller's handlers are back
+    assert {signum: signal.getsignal(signum) for signum in before} == before
     assert rc == 0 and answer["ok"] and answer["files"] == 2 and answer["bytes"] == 20
     assert (root / "m" / "shard.bin").read_bytes() == b"new-shard-bytes"
     assert (root / "m" / "sub" / "new.bin").read_bytes() == b"fresh"

@@ -20,10 +20,12 @@ FAILED = {"finished": True, "started": True, "failed": True, "ansible_job_id": "
           "msg": "spark-2: the target refused the key", "table": ["- spark-2 failed"]}
 
 
-def followed(progress):
-    """A transfer_follow round's result that saw PROGRESS in the status file."""
-    return {"changed": False, "done": bool(progress and progress.get("done")), "running": True, "progress": progress,
-            "renewed": 1, "controller_lost": False}
+def followed(progress, running=None):
+    """A transfer_follow round's result that saw PROGRESS in the status file (its job's process alive unless it is
+    done or RUNNING says otherwise)."""
+    done = bool(progress and progress.get("done"))
+    return {"changed": False, "done": done, "running": (not done) if running is None else running,
+            "progress": progress, "renewed": 1, "controller_lost": False}
 
 
 def make_action(statuses, slurps, args=None):
@@ -66,19 +68,23 @@ def test_progress_line_is_the_one_the_role_showed():
 
 def test_rounds_show_progress_until_the_job_ends_and_return_its_result(shown):
     running = {"finished": False, "started": True}
-    action, calls = make_action([running, running, DONE],
-                                [followed(PROGRESS), followed(None), followed(dict(PROGRESS, done=True))])
+    action, calls = make_action([running, DONE], [followed(None, running=False), followed(PROGRESS),
+                                                  followed(dict(PROGRESS, done=True))])
     result = action.run(task_vars={"inventory_hostname": "spark-1"})
     assert result == {**result, **DONE}
     assert shown == ["spark-1 -> spark-2, spark-3: transfer, 12.3 MB of ~40.0 MB (30%), 11.2 MB/s, 1.1 s"]
-    assert [call[0] for call in calls] == ["dgxspark.vllm.transfer_follow", "async_status"] * 3
+    # The job's status is asked for only when a round did not see it running (no progress yet, or done): while it
+    # runs, the gap between two rounds is one module start, which the lease has to cover.
+    assert [call[0] for call in calls] == ["dgxspark.vllm.transfer_follow", "async_status",
+                                           "dgxspark.vllm.transfer_follow",
+                                           "dgxspark.vllm.transfer_follow", "async_status"]
     # every round renews the job's lease (beside the status file unless told) while it waits on the node
     assert calls[0][1] == {"status_file": "/run/s.json", "lease_file": "/run/s.json.lease", "wait": 1}
     action._remove_tmp_path.assert_called_once()
 
 
 def test_the_lease_file_is_the_one_given(shown):
-    action, calls = make_action([DONE], [followed(None)], args={"jid": "j1", "status_file": "/run/s.json",
+    action, calls = make_action([DONE], [followed(None, running=False)], args={"jid": "j1", "status_file": "/run/s.json",
                                                                 "lease_file": "/run/l", "interval": 2, "timeout": 9})
     assert action.run(task_vars={})["finished"] is True
     assert calls[0][1] == {"status_file": "/run/s.json", "lease_file": "/run/l", "wait": 2}
@@ -93,14 +99,14 @@ def test_a_round_that_cannot_run_ends_the_following_so_the_job_cancels_itself(sh
 
 
 def test_a_failed_job_fails_the_task_with_its_message_and_table(shown):
-    action, _calls = make_action([FAILED], [followed(None)])
+    action, _calls = make_action([FAILED], [followed(None, running=False)])
     result = action.run(task_vars={"inventory_hostname": "spark-1"})
     assert result["failed"] is True and result["msg"] == FAILED["msg"] and result["table"] == FAILED["table"]
     assert shown == []
 
 
 def test_a_round_without_progress_shows_nothing(shown):
-    action, _calls = make_action([{"finished": False}, DONE], [followed(None), followed(None)])
+    action, _calls = make_action([{"finished": False}, DONE], [followed(None, running=False)] * 2)
     assert action.run(task_vars={"inventory_hostname": "spark-1"})["finished"] is True
     assert shown == []
 
@@ -109,7 +115,7 @@ def test_the_loop_is_bounded_by_the_timeout(shown, monkeypatch):
     clock = iter(range(0, 1000, 10))
     monkeypatch.setattr(plugin.time, "monotonic", lambda: next(clock))
     running = {"finished": False}
-    action, calls = make_action([running] * 10, [followed(PROGRESS)] * 10,
+    action, calls = make_action([running] * 10, [followed(PROGRESS, running=False)] * 10,
                                 args={"jid": "j9", "status_file": "/run/s.json", "interval": 5, "timeout": 25})
     result = action.run(task_vars={"inventory_hostname": "spark-1"})
     assert result["failed"] is True and result["finished"] is False
