@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import shlex
+import signal
+import threading
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -18,6 +21,14 @@ def progress_line(host: str, progress: dict) -> str:
     return (f"{host} -> {', '.join(str(t) for t in progress.get('targets') or [])}: {progress.get('phase')},"
             f" {float(progress.get('bytes') or 0) / 1e6:.1f} MB of ~{float(progress.get('expected_bytes') or 0) / 1e6:.1f} MB"
             f" ({progress.get('percent')}%), {progress.get('mb_per_s')} MB/s, {progress.get('seconds')} s")
+
+
+class Interrupted(Exception):
+    """ansible-playbook passed a SIGINT or SIGTERM on to this worker while it followed the job."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 class ActionModule(ActionBase):
@@ -67,6 +78,43 @@ class ActionModule(ActionBase):
             if isinstance(progress, dict):
                 display.display(progress_line(host, progress))
 
+    def _drop_lease(self, lease_file: str) -> None:
+        """Remove the job's lease on the node: the job sees it gone within a second and cancels itself."""
+        self._low_level_execute_command(f"rm -f -- {shlex.quote(lease_file)}")
+
+    def follow_or_cancel(self, jid: str, status_file: str, lease_file: str, interval: int, timeout: int,
+                         task_vars: dict) -> dict:
+        """follow(), and when the play is interrupted meanwhile, remove the lease before the worker ends.
+
+        A round under way is not ended by the interrupt: with an ssh control master (Ansible's default
+        ControlPersist) the session outlives the play's process, and the round would go on renewing. Removing the
+        lease cancels the job at once whether the interrupt came during a round or between two."""
+        if threading.current_thread() is not threading.main_thread():
+            return self.follow(jid, status_file, lease_file, interval, timeout, task_vars)
+
+        def interrupted(signum, _frame):
+            raise Interrupted(signum)
+
+        previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return self.follow(jid, status_file, lease_file, interval, timeout, task_vars)
+        except Interrupted as exc:
+            for signum in previous:  # the play's second signal (it terminates its workers) waits for the removal
+                signal.signal(signum, signal.SIG_IGN)
+            try:
+                self._drop_lease(lease_file)
+            except Exception as error:  # pylint: disable=broad-exception-caught
+                display.warning(f"could not remove the transfer's lease {lease_file} ({error}); the transfer cancels"
+                                " itself when the lease lapses")
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            signal.raise_signal(exc.signum)  # the play's own handling of the signal (an Ansible worker ends here)
+            raise AnsibleActionFail(f"interrupted by signal {exc.signum}; the transfer's lease was removed, so the"
+                                    " transfer cancels itself") from None
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
@@ -81,9 +129,9 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"interval and timeout must be at least 1 s (are {args['interval']} and"
                                     f" {args['timeout']})")
         try:
-            result.update(self.follow(args["jid"], args["status_file"],
-                                      args["lease_file"] or args["status_file"] + ".lease", args["interval"],
-                                      args["timeout"], task_vars or {}))
+            result.update(self.follow_or_cancel(args["jid"], args["status_file"],
+                                                args["lease_file"] or args["status_file"] + ".lease",
+                                                args["interval"], args["timeout"], task_vars or {}))
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         return result

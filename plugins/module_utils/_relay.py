@@ -477,12 +477,18 @@ def idle_timeout(config: dict) -> float:
 
 # --------------------------------------------------------------------------- cancellation
 
-def renew(path: str, clock: t.Callable[[], float] = time.time, ahead: float = 0.0) -> None:
-    """Renew the lease file PATH: create it, or set its modification time to now (AHEAD s later)."""
-    with open(path, "a", encoding="utf-8"):
-        pass
+def renew(path: str, clock: t.Callable[[], float] = time.time, ahead: float = 0.0, create: bool = True) -> bool:
+    """Renew the lease file PATH: set its modification time to now (AHEAD s later), creating it unless CREATE is
+    false; False when it is not there (and was not created)."""
+    if create:
+        with open(path, "a", encoding="utf-8"):
+            pass
     now = clock() + ahead
-    os.utime(path, (now, now))
+    try:
+        os.utime(path, (now, now))
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def lease_lapsed(path: str, window: float, since: float, clock: t.Callable[[], float] = time.time,
@@ -532,10 +538,19 @@ class ControllerWatch(threading.Thread):
         self.parent = ppid()
         self.since = clock()
         self.reason: str | None = None
+        self.lease_seen = False
         self._stop = threading.Event()
 
     def check(self) -> str | None:
         """Why the controller is gone, or None while it follows."""
+        if self.lease:
+            try:
+                self.stat(self.lease[0])
+                self.lease_seen = True
+            except FileNotFoundError:
+                if self.lease_seen:  # removed by the follower of an interrupted play (or by hand)
+                    return (f"{CANCELLED} (its lease {self.lease[0]} was removed: the play was interrupted or lost "
+                            "its connection)")
         if self.lease and lease_lapsed(self.lease[0], self.lease[1], self.since, self.clock, self.stat):
             return (f"{CANCELLED} (its lease {self.lease[0]} was not renewed for {self.lease[1]:g} s: the play was "
                     "interrupted or lost its connection)")

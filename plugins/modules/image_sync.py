@@ -337,6 +337,9 @@ def run_module() -> None:
     result = {"changed": False, "image_id": source["id"], "bytes_sent": 0, "seconds": 0.0,
               "source": {"store": source_store, "size": source["size"], "content_label": source["content_label"],
                          "repo_digests": source["repo_digests"]}}
+    if p["lease_file"] and not module.check_mode:
+        # before the first progress: a follower that sees the run's progress and no lease knows it was removed
+        renew(p["lease_file"], ahead=LEASE_START)  # the follower's first round starts after this task returned
     progress = Progress(p["status_file"], source["size"], names)
     progress.set_phase("preflight")
     hops = []  # (Hop, chain) of the transfer, killed when the run is cancelled
@@ -354,8 +357,6 @@ def run_module() -> None:
         progress.write(done=True, error=msg)
 
     cancel = Cancel(kill_hops, before_exit)
-    if p["lease_file"] and not module.check_mode:
-        renew(p["lease_file"], ahead=LEASE_START)  # the follower's first round starts after this task returned
     watch = ControllerWatch(cancel.lost, lease=(p["lease_file"], p["lease_timeout"])
                             if p["lease_file"] and not module.check_mode else None, stdout=True)
     watch.start()

@@ -18,13 +18,14 @@ description:
   - "Follows a M(dgxspark.vllm.image_sync) run started with C(async) and C(poll=0) and an O(status_file), in rounds
     of at most O(interval) seconds. Each round waits on the source for the module's done mark in O(status_file) while
     renewing the job's O(lease_file) (M(dgxspark.vllm.transfer_follow)), asks the job with
-    C(ansible.builtin.async_status), and while it runs shows one progress line on the controller,
+    C(ansible.builtin.async_status) once the round saw it end, and while it runs shows one progress line on the controller,
     C(HOST -> TARGETS: PHASE, X MB of ~Y MB (P%), R MB/s, S s)."
   - Returns what C(ansible.builtin.async_status) returns for the ended job, that is the M(dgxspark.vllm.image_sync)
     result (failed when the transfer failed, with its C(msg) and per-node C(table)).
-  - B(Cancellation.) The job runs only while followed. When the play is interrupted (Ctrl-C, C(SIGTERM)) or loses its
-    connection, the lease is no longer renewed and the job cuts its streams within its C(lease_timeout) seconds, which
-    leaves every target as it was (see O(dgxspark.vllm.image_sync#module:lease_file)).
+  - B(Cancellation.) The job runs only while followed. When the play is interrupted (Ctrl-C, C(SIGTERM)), this task
+    removes the lease on the source before its worker ends, and the job cuts its streams within a second, which
+    leaves every target as it was (see O(dgxspark.vllm.image_sync#module:lease_file)). When the play loses its
+    connection or is killed, the lease is no longer renewed and the job cancels itself after its C(lease_timeout).
   - The loop is bounded. When the job has not ended after O(timeout) seconds the task fails; no longer followed, the
     job then cancels itself the same way.
   - An action plugin; the module calls (M(dgxspark.vllm.transfer_follow), C(async_status)) run on the source node.

@@ -21,8 +21,9 @@ description:
   - B(Cancellation.) The job cancels itself (cuts its streams, which leaves every target as it was) when its lease
     is not renewed for its C(lease_timeout), or is removed. This module looks for its controller four times a second
     and removes the lease as soon as the controller is gone (its connection to this node closed, or its process here
-    ended). A controller that stops between two rounds does not start the next one, and the lease lapses a few
-    seconds later. So an interrupted or disconnected play stops the transfer within seconds.
+    ended). An interrupted play removes the lease itself (M(dgxspark.vllm.image_sync_wait)); a round still under way
+    then (an ssh control master keeps its session open) sees the lease gone and does not renew it back. A controller
+    lost between two rounds does not start the next one, and the lease lapses after C(lease_timeout).
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
 attributes:
@@ -140,10 +141,14 @@ def follow_round(status_file: str, lease_file: str | None, wait: float, clock=ti
             if lease_file:
                 drop_lease(lease_file)
             break
-        if lease_file:
-            renew_lease(lease_file)
-            renewed += 1
         progress = read_status(status_file)
+        if lease_file:
+            # The run creates its lease before its first progress: a run under way without one had it removed (by
+            # the play's follower when the play was interrupted). Renewing would bring it back.
+            if not renew_lease(lease_file, create=progress is None):
+                lost = True
+                break
+            renewed += 1
         done = bool(progress and progress.get("done"))
         running = bool(progress) and is_alive(progress.get("pid"))
         if done or (progress and not running):
@@ -153,7 +158,7 @@ def follow_round(status_file: str, lease_file: str | None, wait: float, clock=ti
             if lease_file:
                 # The round ends while the job runs: the lease covers the gap until the next round renews it (a
                 # controller that stops now does not start that round, and the lease lapses LEASE_AHEAD s later).
-                renew_lease(lease_file, ahead=LEASE_AHEAD)
+                renew_lease(lease_file, ahead=LEASE_AHEAD, create=False)
             break
         until = clock() + min(RENEW_EVERY, left)
         while clock() < until and not gone():

@@ -401,21 +401,12 @@ def status_of(i, path="/run/dgxspark-image-sync.json"):
     return json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else None
 
 
-def follow_round(i):
-    """The pid of the play's follow round running on node I (a pipelined module: `sh -c python3 && sleep 0` and its
-    python3, the only one while a transfer runs), or None."""
-    out = node_exec(node(i), "ps", "-eo", "pid=,ppid=,args=").stdout
-    procs = [line.split(None, 2) for line in out.splitlines() if len(line.split(None, 2)) == 3]
-    shells = {pid for pid, _ppid, args in procs if args.startswith("/bin/sh -c ") and args.endswith("python3 && sleep 0")}
-    return next((pid for pid, ppid, args in procs if ppid in shells and args.split()[0].endswith("python3")), None)
-
-
 def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(trusted, tmp_path):
     """Issue 15, point 6: SIGINT to ansible-playbook in the middle of an image transfer (fleet scope: node 2, and a relay
     chain through nodes 3 and 4): within 10 s no save, relay or load runs on any node and every target holds what it
-    held before (its tag where it was, no new image). The SIGINT lands while a follow round runs, as nearly all of a
-    transfer's time is (the round drops the lease at once); between two rounds the lease lapses after
-    image_sync_lease_timeout instead (unit tests)."""
+    held before (its tag where it was, no new image). The play's follower removes the job's lease when the play is
+    interrupted: a follow round under way on node 1 outlives the play (its ssh session lives in the control master)
+    and would otherwise go on renewing it."""
     tag = f"{IMAGE}:cancel"
     cancel_id = build(tag, 64)  # not 60: the "fan" image is FROM the same base with the same RUN, so Docker's cache
     # would make it that very image, which the fan-out test has put on every node
@@ -438,12 +429,6 @@ def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(trusted,
                 while not moving(status_of(1)):  # this run's bytes are moving
                     assert job.poll() is None and time.monotonic() < deadline, "no transfer started"
                     time.sleep(0.2)
-                while True:  # a follow round is under way (the same one seen twice), not the gap between two
-                    first = follow_round(1)
-                    if first and follow_round(1) == first:
-                        break
-                    assert job.poll() is None and time.monotonic() < deadline, "no follow round seen"
-                    time.sleep(0.1)
                 assert all(transfer_processes(i) for i in (1, 2, 3, 4))  # the source, the hops and the receivers
                 job.send_signal(signal.SIGINT)
                 stopped, left = wait_until_no_transfer((1, 2, 3, 4), 10)

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from unittest.mock import MagicMock
 
 import pytest
@@ -123,6 +125,33 @@ def test_the_loop_is_bounded_by_the_timeout(shown, monkeypatch):
                              " on spark-1 within seconds: look at /run/s.json there")
     assert len([c for c in calls if c[0] == "async_status"]) == 3  # at 10, 20 and 30 s on the clock
     assert len(shown) == 2
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_play_removes_the_lease_then_hands_the_signal_on(shown, signum):
+    """ansible-playbook passes Ctrl-C (or SIGTERM) on to its worker; the round under way on the node would go on (its
+    session lives in the ssh control master), so the lease is removed first, then the play's own handler runs."""
+    seen = []
+    previous = {s: signal.signal(s, lambda s_, _f: seen.append(("handler", s_))) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        action, calls = make_action([{"finished": False}], [followed(PROGRESS), followed(PROGRESS)])
+        rounds = action._module
+
+        def round_then_signal(name, module_args, task_vars):
+            result = rounds(name, module_args, task_vars)
+            if len(calls) == 2:  # the second round: the signal lands while it runs
+                os.kill(os.getpid(), signum)
+            return result
+
+        action._module = round_then_signal
+        action._low_level_execute_command = lambda cmd: seen.append(("node", cmd)) or {"rc": 0}
+        with pytest.raises(AnsibleActionFail, match=f"interrupted by signal {int(signum)}; the transfer's lease was"):
+            action.run(task_vars={"inventory_hostname": "spark-1"})
+        assert seen == [("node", "rm -f -- /run/s.json.lease"), ("handler", signum)]
+        assert signal.getsignal(signal.SIGINT) is not None and signal.getsignal(signum).__name__ == "<lambda>"
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @pytest.mark.parametrize("args", [{"jid": "j1", "status_file": "/s", "interval": 0, "timeout": 10},

@@ -157,6 +157,20 @@ def test_the_watch_sees_a_lapsed_lease():
     assert reason.startswith(u.CANCELLED) and "its lease /run/l was not renewed for 5 s" in reason
 
 
+def test_the_watch_sees_a_removed_lease_at_once(tmp_path):
+    """The follower of an interrupted play removes the lease: the run cancels within one check, not after the
+    window (a long one, so that a busy controller's gaps between rounds do not cancel healthy runs)."""
+    lease = tmp_path / "l"
+    w, _lost = watch(lease=(str(lease), 30))
+    assert w.check() is None  # not there yet: the window counts from the watch's start
+    u.renew(str(lease))
+    assert w.check() is None
+    lease.unlink()
+    reason = w.check()
+    assert reason.startswith(u.CANCELLED) and f"its lease {lease} was removed" in reason
+    assert u.renew(str(lease), create=False) is False and not lease.exists()
+
+
 def test_the_watch_sees_the_connection_closed_or_the_parent_gone():
     closed = [False]
     parent = [42]

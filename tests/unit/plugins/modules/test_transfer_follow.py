@@ -24,8 +24,9 @@ class Round:
     def pause(self, seconds):
         self.now = round(self.now + seconds, 6)
 
-    def renew(self, path, ahead=0.0):
+    def renew(self, path, ahead=0.0, create=True):
         self.renewed.append((self.now + ahead, path))
+        return True
 
 
 def write(path, **data):
@@ -73,6 +74,33 @@ def test_the_lease_is_removed_as_soon_as_the_controller_is_gone(tmp_path):
                               drop_lease=lambda path: dropped.append((r.now, path)))
     assert result["controller_lost"] is True and [t for t, _p in r.renewed] == [0.0, 1.0]
     assert dropped == [(1.5, "/run/l")]  # seen within a quarter of a second, between two renewals
+
+
+def test_a_lease_removed_while_the_job_runs_is_not_brought_back(tmp_path):
+    """The play's follower removes the lease when the play is interrupted (image_sync_wait); a round still running on
+    the node (its ssh session outlives the play's, in the ssh control master) must not renew it back."""
+    status, lease = tmp_path / "s.json", tmp_path / "l"
+    write(status, done=False, pid=4242)
+    lease.write_text("")
+    r = Round()
+
+    def pause(seconds):
+        r.pause(seconds)
+        if r.now >= 1.5 and lease.exists():
+            lease.unlink()
+
+    result = mod.follow_round(str(status), str(lease), 30, clock=r.clock, pause=pause, gone=lambda: False,
+                              is_alive=lambda pid: True)
+    assert result["controller_lost"] is True and result["renewed"] == 2 and r.now == 2.0
+    assert not lease.exists()
+
+
+def test_a_round_before_the_job_started_creates_the_lease(tmp_path):
+    lease = tmp_path / "l"
+    r = Round()
+    mod.follow_round(str(tmp_path / "absent.json"), str(lease), 1, clock=r.clock, pause=r.pause, gone=lambda: False,
+                     is_alive=lambda pid: True)
+    assert lease.exists()
 
 
 def test_drop_removes_the_lease_and_minds_no_missing_one(tmp_path):
