@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _ray
 
 # Other roles hash this into image tags: bump it with every behaviour change.
-LAUNCHER_VERSION = "1.3.0"
+LAUNCHER_VERSION = "1.4.0"
 
 PROG = "dgxspark-launch"
 
@@ -98,6 +98,11 @@ EXIT_USAGE = 2
 EXIT_TIMEOUT = 3
 EXIT_RAY_FAILED = 4
 EXIT_AUTH = 5
+# `ray start --head` gives its raylet a hard-coded 30 s to register with the GCS, and fails ("The current node timed
+# out during startup") when a busy node starts its agents late (ray-project/ray#65983). The head is started again,
+# after `ray stop`, while the wait leaves at least HEAD_RETRY_MIN_S for the new attempt.
+HEAD_ATTEMPTS = 3
+HEAD_RETRY_MIN_S = 45.0
 
 
 class LaunchError(Exception):
@@ -766,6 +771,7 @@ def run_head(args: argparse.Namespace, sup: Supervisor) -> int:
     dashboard = dashboard_url(args)
     expected_ips = [args.node_ip] + args.expect_node_ip
     sup.ray_used = True
+    attempt = 1
     head = sup.spawn(ray_head_argv(args, ray), "ray head", ray=True)
     log(f"waiting up to {int(args.wait_timeout)}s for {args.expect_nodes} node(s) and {args.expect_gpus} GPU(s)"
         + (f"; expected node IPs: {', '.join(expected_ips)}" if args.expect_node_ip else ""))
@@ -781,9 +787,19 @@ def run_head(args: argparse.Namespace, sup: Supervisor) -> int:
             return 128 + sup.stop_signal
         code = sup.returncode(head)
         if code is not None:
+            left = deadline - time.monotonic()
+            if attempt < HEAD_ATTEMPTS and left >= HEAD_RETRY_MIN_S:
+                log(f"the Ray head (`ray start --head`, attempt {attempt}) exited with code {code} before the "
+                    f"cluster was complete (its output is above); stopping what it left and starting it again "
+                    f"({left:.0f}s of the wait left)")
+                sup.ray_stop(ray)
+                attempt += 1
+                head = sup.spawn(ray_head_argv(args, ray), f"ray head (attempt {attempt})", ray=True)
+                continue
             sup.shutdown(ray)
             raise LaunchError(f"the Ray head (`ray start --head`) exited with code {code} before the cluster was "
-                              f"complete; its output is above", EXIT_RAY_FAILED)
+                              f"complete (attempt {attempt} of {HEAD_ATTEMPTS}); its output is above",
+                              EXIT_RAY_FAILED)
         remaining = deadline - time.monotonic()
         probe = probe_cluster(ray, sys.executable, gcs, dashboard, timeout=max(2.0, min(15.0, remaining)),
                               stop=lambda: sup.stop_signal is not None)

@@ -42,7 +42,7 @@ def test_script_is_run_by_python3_not_by_its_shebang(L):
     # shebang and is not executable (ansible-test's shebang rule allows no python3 shebang here).
     assert not os.access(_script(), os.X_OK)
     assert not pathlib.Path(_script()).read_text().startswith("#!")
-    assert L.LAUNCHER_VERSION == "1.3.0"
+    assert L.LAUNCHER_VERSION == "1.4.0"
 
 
 def test_split_serve_argv_at_first_double_dash(L):
@@ -109,7 +109,7 @@ def test_dashboard_url(L, host, url):
 
 def test_version_mode(L, capsys):
     assert L.main(["version"]) == 0
-    assert capsys.readouterr().out == "1.3.0\n"
+    assert capsys.readouterr().out == "1.4.0\n"
 
 
 # ---------------------------------------------------------------- token auth
@@ -398,7 +398,7 @@ def test_mp_exit_code_is_the_engines():
 def test_mp_sigterm_stops_engine_and_exits_143():
     proc = _launch(["mp", "--stop-timeout", "5", "--", sys.executable, "-c",
                     "import time; print('engine up', flush=True); time.sleep(120)"])
-    assert proc.stdout.readline().startswith("[dgxspark-launch] version 1.3.0, mode mp")
+    assert proc.stdout.readline().startswith("[dgxspark-launch] version 1.4.0, mode mp")
     for line in proc.stdout:
         if line.strip() == "engine up":
             break
@@ -448,6 +448,62 @@ def test_head_auth_error_before_ray_starts(L, tmp_path):
     assert proc.returncode == L.EXIT_AUTH
     assert "ERROR: RAY_AUTH_MODE=token but RAY_AUTH_TOKEN_PATH is not set" in out
     assert not (tmp_path / "ray-was-run").exists()
+
+
+def _flaky_head(tmp_path, fail_first):
+    """A `ray` whose `start --head` fails FAIL_FIRST times as Ray's does when its raylet registers too late, then
+    starts (and lives 4 s); `list nodes` shows the two-node fixture cluster once a start succeeded."""
+    nodes = FIXTURES / "nodes_healthy_brief.json"
+    return _fake(tmp_path / "ray", f"""T={tmp_path}
+case "$1" in
+  start) n=$(($(cat $T/starts 2>/dev/null || echo 0) + 1)); echo $n > $T/starts
+         if [ "$n" -le {fail_first} ]; then
+           echo "Exception: The current node timed out during startup. This could happen because some of the raylet failed to startup or the GCS has become overloaded."
+           exit 1
+         fi
+         echo "Ray runtime started."; sleep 4; exit 0 ;;
+  stop) echo "stop after $(cat $T/starts)" >> $T/stops; exit 0 ;;
+  list) if [ "$(cat $T/starts)" -gt {fail_first} ]; then cat {nodes}; exit 0; fi
+        echo "Failed to connect to API server" >&2; exit 1 ;;
+  *) echo "ray $* is not faked" >&2; exit 1 ;;
+esac
+""")
+
+
+HEAD_LOCAL = ["head", "--node-ip", "127.0.0.2", "--expect-nodes", "2", "--expect-gpus", "2", "--wait-timeout", "300",
+              "--progress-interval", "1"]
+
+
+def test_a_head_that_timed_out_during_startup_is_stopped_and_started_again(L, tmp_path):
+    """Ray's raylet has a hard-coded 30 s to register; a busy head misses it (ray-project/ray#65983). The launcher
+    clears what the attempt left (`ray stop`) and starts the head again while the wait has time for it."""
+    _flaky_head(tmp_path, fail_first=1)
+    proc = _launch(HEAD_LOCAL, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    out, _err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert ("the Ray head (`ray start --head`, attempt 1) exited with code 1 before the cluster was complete (its "
+            "output is above); stopping what it left and starting it again") in out
+    assert "The current node timed out during startup" in out  # Ray's own words stay in the log
+    assert "cluster ready after" in out and "2/2 nodes alive, 2/2 GPUs" in out
+    assert (tmp_path / "stops").read_text().splitlines()[0] == "stop after 1"  # cleared before attempt 2
+
+
+def test_a_head_that_never_starts_fails_after_its_attempts(L, tmp_path):
+    _flaky_head(tmp_path, fail_first=9)
+    proc = _launch(HEAD_LOCAL, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    out, _err = proc.communicate(timeout=60)
+    assert proc.returncode == L.EXIT_RAY_FAILED, out
+    assert (tmp_path / "starts").read_text().strip() == str(L.HEAD_ATTEMPTS)
+    assert (f"ERROR: the Ray head (`ray start --head`) exited with code 1 before the cluster was complete (attempt "
+            f"{L.HEAD_ATTEMPTS} of {L.HEAD_ATTEMPTS}); its output is above") in out
+
+
+def test_no_new_head_attempt_when_the_wait_has_no_room_for_it(L, tmp_path):
+    _flaky_head(tmp_path, fail_first=1)
+    proc = _launch([*HEAD_LOCAL[:-4], "--wait-timeout", "30", "--progress-interval", "1"], env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    out, _err = proc.communicate(timeout=60)
+    assert proc.returncode == L.EXIT_RAY_FAILED, out
+    assert "(attempt 1 of 3)" in out and "starting it again" not in out
 
 
 def test_worker_times_out_naming_head_and_node(L, tmp_path):

@@ -14,7 +14,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._node_program import
 def test_returns_each_program_built_in_the_order_named():
     got = LookupModule().run(["dgxspark-transfer", "dgxspark-launch"], variables={})
     assert got == [build("dgxspark-transfer"), build("dgxspark-launch")]
-    assert 'LAUNCHER_VERSION = "1.3.0"' in got[1]  # what hybrid_image's version check reads
+    assert 'LAUNCHER_VERSION = "1.4.0"' in got[1]  # what hybrid_image's version check reads
 
 
 def test_an_unknown_program_is_an_error_naming_the_known_ones():

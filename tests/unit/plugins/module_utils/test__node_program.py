@@ -28,7 +28,7 @@ def test_each_program_embeds_its_module_and_what_it_imports_verbatim():
 
 
 @pytest.mark.parametrize("program, args, out", [
-    ("dgxspark-launch", ["version"], "1.3.0\n"),
+    ("dgxspark-launch", ["version"], "1.4.0\n"),
     ("dgxspark-watchdog", ["version"], "1.0.0\n"),
     ("dgxspark-transfer", [], ""),
 ])
