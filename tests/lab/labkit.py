@@ -91,15 +91,18 @@ def api_url(i=1):
 
 
 # `make test` runs the tests on two pytest-xdist workers (--dist loadfile --no-loadscope-reorder), each with a lab of
-# its own. The files whose tests start Ray clusters (or real vLLM, which takes both cores) run one after another on
-# one worker, never beside each other: on two cores, two clusters starting at once starve Ray's raylets past the 30 s
-# Ray gives them to register (hard-coded in ray/_private/node.py). Every other file (transfers, builds, preflight,
-# config checks, engines without Ray, the unit tests) runs on the other worker meanwhile, as units of their own.
-ENGINE_FILES = ("tests/lab/test_lab_cluster.py", "tests/lab/test_lab_deploy.py", "tests/lab/test_lab_fleet.py",
-                "tests/lab/test_lab_serve_faults.py", "tests/lab/test_lab_unified_memory.py",
-                "tests/lab/test_lab_watchdog.py", "tests/lab/test_ray_cluster.py", "tests/lab/test_real_vllm.py")
-# The other lab files, longest first, so that the short ones fill the end. test_lab_known_issues starts engines
-# without Ray (the stand-in, mp) and test_lab_unified_memory is kept off it (it reads the memory the nodes share).
+# its own. The files whose tests start engines come in two groups, each a unit that one worker runs file after file:
+# group A starts on one worker and group B on the other, and the other files (transfers, builds, preflight, config
+# checks, the unit tests) fill in after them, each file a unit. So two Ray clusters may start at once on two cores;
+# the launcher starts a head again when Ray's hard-coded 30 s raylet registration fails on a busy node, and a worker
+# tries to join until its connect budget is spent.
+ENGINE_GROUPS = {
+    "engines-a": ("tests/lab/test_lab_fleet.py", "tests/lab/test_lab_serve_faults.py", "tests/lab/test_real_vllm.py"),
+    "engines-b": ("tests/lab/test_lab_cluster.py", "tests/lab/test_lab_deploy.py", "tests/lab/test_lab_watchdog.py",
+                  "tests/lab/test_ray_cluster.py", "tests/lab/test_lab_unified_memory.py"),
+}
+ENGINE_FILES = tuple(path for group in ENGINE_GROUPS.values() for path in group)
+# The other lab files, longest first, so that the short ones fill the end.
 OTHER_FILES = ("tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_image_sync.py",
                "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
                "tests/lab/test_lab_gpu_rdma.py", "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
@@ -119,9 +122,9 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.lab)
             if _rel(item.fspath) not in ORDER:
                 unlisted.add(_rel(item.fspath))
-    if unlisted:  # an unlisted file could start Ray beside ENGINE_FILES on the other worker
-        raise pytest.UsageError(f"tests/lab/labkit.py: add {', '.join(sorted(unlisted))} to ENGINE_FILES (it starts Ray "
-                                "clusters or real vLLM) or to OTHER_FILES")
+    if unlisted:  # an unlisted file would run last, whatever it costs
+        raise pytest.UsageError(f"tests/lab/labkit.py: add {', '.join(sorted(unlisted))} to a group of ENGINE_GROUPS (it "
+                                "starts engines) or to OTHER_FILES")
     # A stable sort: each file's tests keep their order (they build on each other); lab files follow ORDER, the
     # unit and engine tests come after.
     items.sort(key=lambda item: ORDER.index(_rel(item.fspath)) if _rel(item.fspath) in ORDER else len(ORDER))
@@ -129,15 +132,17 @@ def pytest_collection_modifyitems(items):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Whole files per worker, ENGINE_FILES as one unit (see above), in collection order."""
+    """Whole files per worker, each group of ENGINE_GROUPS as one unit (see above), in collection order."""
     from xdist.scheduler import LoadScopeScheduling  # pylint: disable=import-outside-toplevel
 
-    class EnginesApart(LoadScopeScheduling):
+    group_of = {path: group for group, paths in ENGINE_GROUPS.items() for path in paths}
+
+    class EngineGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             path = nodeid.split("::", 1)[0]
-            return "engines" if path in ENGINE_FILES else path
+            return group_of.get(path, path)
 
-    return EnginesApart(config, log)
+    return EngineGroups(config, log)
 
 
 REPORTS = []

@@ -140,6 +140,7 @@ def test_four_sparks_serve_tp2_pp2_and_a_rerun_restarts_nothing(cluster4):
     assert [engines(i) for i in range(1, NODES + 1)] == before
 
 
+@pytest.mark.slow  # a worker lost as a cluster forms: test_ray_cluster's and test_lab_fleet's test_b in make test
 def test_a_worker_killed_while_the_cluster_forms_fails_the_deploy_naming_it_and_leaves_nothing_running(cluster4):
     assert teardown().returncode == 0
     proc = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), DEPLOY, *TP4,
@@ -176,6 +177,7 @@ def singles(cluster4):
     teardown()
 
 
+@pytest.mark.slow  # one node per cluster, no Ray: the TP1 argv and roles' single-node paths in unit tests
 def test_single_sparks_serve_tp1_without_ray_fabric_or_multi_node_flags_and_a_rerun_restarts_nothing(singles):
     for i in (1, 2):  # no fabric link at all: the roles must not need one
         assert "enp1s0f1np1" not in node_exec(node(i), "ip", "-br", "link").stdout

@@ -243,6 +243,7 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert head_container() == before  # same container, same start, no restart
 
 
+@pytest.mark.slow  # mp across nodes: test_real_vllm (real vLLM) and test_lab_known_issues (stand-in) in make test
 def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     # The same pipeline with vLLM's own multi-node mode: a rank per node, the worker headless, no Ray container left.
     first = deploy("-e", "vllm_serve_backend=mp")

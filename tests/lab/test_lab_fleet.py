@@ -531,6 +531,7 @@ def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fl
     assert counts["pair1"][3] == 0 and counts["pair1"][1] > 0
 
 
+@pytest.mark.slow  # a restart without Ansible: test_lab_watchdog in make test; a rerun's changes: test_lab_deploy's
 def test_c_a_killed_serving_container_is_restored_by_a_rerun(fleet, tmp_path):
     """After test_b (and test_d when slow tests run): pair2 torn down, so its deploy here starts from zero. Then
     pair1's head container killed (its watchdog may restart the cluster first: the rerun waits for that recovery and

@@ -95,6 +95,7 @@ def test_field_graft_deployed_without_gates_is_diagnosed_within_10s_of_the_engin
     assert 0 <= seen_at - died_at < 10, (seen_at - died_at, seen_at, events, str(tmp_path / "play.log"))
 
 
+@pytest.mark.slow  # the hang itself: test_engine_two_node's wrong NCCL interface test in make test
 def test_wrong_nccl_interface_on_the_worker_is_a_collective_init_hang(serving_lab, tmp_path):
     override = tmp_path / "override.yml"
     # Ray registers the right fabric IP, but the worker's NCCL is pointed at the CX7 port that is not cabled (the

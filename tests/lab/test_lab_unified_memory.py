@@ -73,6 +73,7 @@ def test_node_memory_is_a_gb10s_and_reading_the_weights_fills_its_page_cache(mem
     assert free[1] == "121", free  # `free` on the node agrees
 
 
+@pytest.mark.slow  # needs the page cache kept full, and make test's other lab drops it (drop_caches is the host's)
 def test_engine_started_as_the_collection_was_into_a_full_page_cache_fails_in_vllm_words(memory_lab, tmp_path):
     """The collection as it was started the engine right after model_sync had written the weights, at
     gpu_memory_utilization 0.85, with nothing in its roles about the page cache: on a GB10 whose page cache holds
@@ -96,6 +97,7 @@ def test_engine_started_as_the_collection_was_into_a_full_page_cache_fails_in_vl
         "utilization (0.85, 103.44 GiB)" in text, text[-3000:]
 
 
+@pytest.mark.slow  # needs the page cache kept full, and make test's other lab drops it (drop_caches is the host's)
 def test_deploy_after_the_weights_were_read_makes_room_then_serves(memory_lab):
     run([*LAB, "fill-cache"])
     assert meminfo(1)["MemFree"] < 15 * GIB and meminfo(2)["MemFree"] < 15 * GIB
