@@ -458,7 +458,8 @@ def _flaky_head(tmp_path, fail_first):
 case "$1" in
   start) n=$(($(cat $T/starts 2>/dev/null || echo 0) + 1)); echo $n > $T/starts
          if [ "$n" -le {fail_first} ]; then
-           echo "Exception: The current node timed out during startup. This could happen because some of the raylet failed to startup or the GCS has become overloaded."
+           echo "Exception: The current node timed out during startup. This could happen because some of the"
+           echo "raylet failed to startup or the GCS has become overloaded."
            exit 1
          fi
          echo "Ray runtime started."; sleep 4; exit 0 ;;
