@@ -21,7 +21,7 @@ help:
 	@echo "make bench       bench/transfer.py, fleet_deploy.py and rerun.py: ratios from one run each (not part of make test)"
 
 $(BIN)/.stamp: requirements.txt requirements-test.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)  # a venv whose creation was cut short has no pip
 	$(BIN)/pip install -q -r requirements-test.txt
 	@mkdir -p .collections/ansible_collections/dgxspark
 	@ln -sfn ../../.. .collections/ansible_collections/dgxspark/vllm
