@@ -86,8 +86,8 @@ def test_rounds_show_progress_until_the_job_ends_and_return_its_result(shown):
 
 
 def test_the_lease_file_is_the_one_given(shown):
-    action, calls = make_action([DONE], [followed(None, running=False)], args={"jid": "j1", "status_file": "/run/s.json",
-                                                                "lease_file": "/run/l", "interval": 2, "timeout": 9})
+    args = {"jid": "j1", "status_file": "/run/s.json", "lease_file": "/run/l", "interval": 2, "timeout": 9}
+    action, calls = make_action([DONE], [followed(None, running=False)], args=args)
     assert action.run(task_vars={})["finished"] is True
     assert calls[0][1] == {"status_file": "/run/s.json", "lease_file": "/run/l", "wait": 2}
 
