@@ -91,21 +91,24 @@ def api_url(i=1):
 
 
 # `make test` runs the tests on two pytest-xdist workers (--dist loadfile --no-loadscope-reorder), each with a lab of
-# its own. The files whose tests start engines come in two groups, each a unit that one worker runs file after file:
-# group A starts on one worker and group B on the other, and the other files (transfers, builds, preflight, config
-# checks, the unit tests) fill in after them, each file a unit. So two Ray clusters may start at once on two cores;
-# the launcher starts a head again when Ray's hard-coded 30 s raylet registration fails on a busy node, and a worker
-# tries to join until its connect budget is spent.
+# its own. The files whose tests start Ray clusters (or real vLLM, which takes both cores) are one unit that one worker
+# runs file after file, never beside each other: on two cores, two clusters starting at once starve Ray's raylets
+# past the 30 s Ray gives them to register (hard-coded in ray/_private/node.py); measured again with two groups of
+# them, one on each worker (a 4-node cluster and the fleet's two pairs failed to form), even with the launcher
+# starting a head again. Every other file (transfers, builds, preflight, config checks, engines without Ray, the unit
+# tests) runs on the other worker meanwhile, as units of their own.
 ENGINE_GROUPS = {
-    "engines-a": ("tests/lab/test_lab_fleet.py", "tests/lab/test_lab_serve_faults.py", "tests/lab/test_real_vllm.py"),
-    "engines-b": ("tests/lab/test_lab_cluster.py", "tests/lab/test_lab_deploy.py", "tests/lab/test_lab_watchdog.py",
-                  "tests/lab/test_ray_cluster.py", "tests/lab/test_lab_unified_memory.py"),
+    "engines": ("tests/lab/test_lab_fleet.py", "tests/lab/test_lab_deploy.py", "tests/lab/test_lab_watchdog.py",
+                "tests/lab/test_lab_serve_faults.py", "tests/lab/test_ray_cluster.py", "tests/lab/test_real_vllm.py",
+                "tests/lab/test_lab_cluster.py"),
 }
 ENGINE_FILES = tuple(path for group in ENGINE_GROUPS.values() for path in group)
-# The other lab files, longest first, so that the short ones fill the end.
+# The other lab files, longest first, so that the short ones fill the end. test_lab_known_issues and
+# test_lab_unified_memory start engines without Ray (the stand-in, mp).
 OTHER_FILES = ("tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_image_sync.py",
                "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
-               "tests/lab/test_lab_gpu_rdma.py", "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
+               "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
+               "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
                "tests/lab/test_lab_gateway_config.py")
 ORDER = ENGINE_FILES + OTHER_FILES
 

@@ -82,6 +82,7 @@ def cluster4(lab):
     run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"]))])
 
 
+@pytest.mark.slow  # TP over Ray across a pair: test_lab_deploy and test_lab_fleet in make test; 4 nodes: test_lab_image_sync's relay
 def test_four_sparks_on_a_switch_serve_tp4_over_ray_and_a_rerun_restarts_nothing(cluster4):
     first = deploy()
     assert first.returncode == 0, first.stdout[-5000:]

@@ -562,6 +562,7 @@ def engine_requests(pair):
     return sum(float(v) for v in re.findall(r"(?m)^vllm:request_success_total(?:\{[^}]*\})? ([0-9.e+]+)$", text))
 
 
+@pytest.mark.slow  # the gateway's routing by model: test_lab_gateway_config (rendered) and the unit tests in make test
 def test_z_two_models_on_two_clusters_behind_one_endpoint(fleet, tmp_path):
     """The module's last test (it leaves pair2 serving another model): pair2 redeployed, alone, with another served
     name; the one endpoint lists both models and each is answered by its own cluster."""
