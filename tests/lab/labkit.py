@@ -98,8 +98,10 @@ def api_url(i=1):
 # starting a head again. Every other file (transfers, builds, preflight, config checks, engines without Ray, the unit
 # tests) runs on the other worker meanwhile, as units of their own.
 ENGINE_GROUPS = {
-    "engines": ("tests/lab/test_lab_fleet.py", "tests/lab/test_lab_deploy.py", "tests/lab/test_lab_watchdog.py",
-                "tests/lab/test_lab_serve_faults.py", "tests/lab/test_ray_cluster.py", "tests/lab/test_real_vllm.py",
+    # The fleet's two pairs start their Ray heads at once: it runs after the pairs' files, when the other worker's
+    # image builds are over (beside them its heads missed Ray's registration twice in a row).
+    "engines": ("tests/lab/test_lab_deploy.py", "tests/lab/test_lab_watchdog.py", "tests/lab/test_lab_serve_faults.py",
+                "tests/lab/test_ray_cluster.py", "tests/lab/test_lab_fleet.py", "tests/lab/test_real_vllm.py",
                 "tests/lab/test_lab_cluster.py"),
 }
 ENGINE_FILES = tuple(path for group in ENGINE_GROUPS.values() for path in group)
