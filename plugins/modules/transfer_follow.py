@@ -146,7 +146,7 @@ def follow_round(status_file: str, lease_file: str | None, wait: float, clock=ti
             # The run creates its lease before its first progress: a run under way without one had it removed (by
             # the play's follower when the play was interrupted). Renewing would bring it back.
             if not renew_lease(lease_file, create=progress is None):
-                lost = True
+                lost = not (progress and progress.get("done"))  # an ended run may have removed its own
                 break
             renewed += 1
         done = bool(progress and progress.get("done"))
