@@ -51,7 +51,7 @@ IDLE_TIMEOUT = 60
 # Seconds a background transfer runs on without its controller renewing its lease (ControllerWatch).
 LEASE_TIMEOUT = 30
 # How far ahead a follower's last renewal of a round reaches, and the transfer's own first one: the gap between two
-# rounds (a job status request, the next round's start) and the start of the first round are not a lost controller.
+# rounds (the next round's start) and the start of the first round are not a lost controller.
 LEASE_AHEAD = 2.0
 LEASE_START = 10.0
 CANCELLED = "cancelled: the controller stopped following the transfer"

@@ -116,9 +116,9 @@ options:
       - Seconds without a renewal of O(lease_file) after which the run cancels itself. The follower renews it every
         second, and at the end of each of its rounds 2 seconds ahead (for the gap to the next round); the run's first
         renewal reaches 10 seconds ahead (for the follower's start).
-      - A round whose controller goes away (interrupted, or its connection closed) drops the lease at once, so this
-        bound applies only to a controller that stops between two rounds, or to a follower killed outright. A busy
-        controller stretches the gap between rounds; too short a bound cancels healthy transfers.
+      - An interrupted play removes the lease (M(dgxspark.vllm.image_sync_wait)), and a run whose lease was there
+        and is gone cancels itself at once. So this bound applies to a play that was killed or lost its connection.
+        A busy controller stretches the gap between rounds; too short a bound cancels healthy transfers.
     type: int
     default: 30
   docker_host:

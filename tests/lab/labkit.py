@@ -97,14 +97,11 @@ def api_url(i=1):
 # them, one on each worker (a 4-node cluster and the fleet's two pairs failed to form), even with the launcher
 # starting a head again. Every other file (transfers, builds, preflight, config checks, engines without Ray, the unit
 # tests) runs on the other worker meanwhile, as units of their own.
-ENGINE_GROUPS = {
-    # The fleet's two pairs start their Ray heads at once: it runs after the pairs' files, when the other worker's
-    # image builds are over (beside them its heads missed Ray's registration twice in a row).
-    "engines": ("tests/lab/test_lab_deploy.py", "tests/lab/test_lab_watchdog.py", "tests/lab/test_lab_serve_faults.py",
+# The fleet's two pairs start their Ray heads at once: it runs after the pairs' files, when the other worker's image
+# builds are over (beside them its heads missed Ray's registration twice in a row).
+ENGINE_FILES = ("tests/lab/test_lab_deploy.py", "tests/lab/test_lab_watchdog.py", "tests/lab/test_lab_serve_faults.py",
                 "tests/lab/test_ray_cluster.py", "tests/lab/test_lab_fleet.py", "tests/lab/test_real_vllm.py",
-                "tests/lab/test_lab_cluster.py"),
-}
-ENGINE_FILES = tuple(path for group in ENGINE_GROUPS.values() for path in group)
+                "tests/lab/test_lab_cluster.py")
 # The other lab files, longest first, so that the short ones fill the end. test_lab_known_issues and
 # test_lab_unified_memory start engines without Ray (the stand-in, mp).
 OTHER_FILES = ("tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_image_sync.py",
@@ -127,9 +124,9 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.lab)
             if _rel(item.fspath) not in ORDER:
                 unlisted.add(_rel(item.fspath))
-    if unlisted:  # an unlisted file would run last, whatever it costs
-        raise pytest.UsageError(f"tests/lab/labkit.py: add {', '.join(sorted(unlisted))} to a group of ENGINE_GROUPS (it "
-                                "starts engines) or to OTHER_FILES")
+    if unlisted:  # an unlisted file could start Ray beside ENGINE_FILES on the other worker
+        raise pytest.UsageError(f"tests/lab/labkit.py: add {', '.join(sorted(unlisted))} to ENGINE_FILES (it starts Ray "
+                                "clusters or real vLLM) or to OTHER_FILES")
     # A stable sort: each file's tests keep their order (they build on each other); lab files follow ORDER, the
     # unit and engine tests come after.
     items.sort(key=lambda item: ORDER.index(_rel(item.fspath)) if _rel(item.fspath) in ORDER else len(ORDER))
@@ -137,17 +134,15 @@ def pytest_collection_modifyitems(items):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Whole files per worker, each group of ENGINE_GROUPS as one unit (see above), in collection order."""
+    """Whole files per worker, ENGINE_FILES as one unit (see above), in collection order."""
     from xdist.scheduler import LoadScopeScheduling  # pylint: disable=import-outside-toplevel
 
-    group_of = {path: group for group, paths in ENGINE_GROUPS.items() for path in paths}
-
-    class EngineGroups(LoadScopeScheduling):
+    class EnginesApart(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             path = nodeid.split("::", 1)[0]
-            return group_of.get(path, path)
+            return "engines" if path in ENGINE_FILES else path
 
-    return EngineGroups(config, log)
+    return EnginesApart(config, log)
 
 
 REPORTS = []
