@@ -47,6 +47,8 @@ virtualenv exists.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -143,6 +145,20 @@ CACHE = Path(os.environ.get("DGXSPARK_LAB_CACHE", Path.home() / ".cache" / "dgxs
 CACHE_KEEP = int(os.environ.get("DGXSPARK_LAB_CACHE_KEEP", "3"))
 
 
+@contextlib.contextmanager
+def build_lock(image: str):
+    """One build of IMAGE at a time on this machine: `make test` builds every image beside the checks while a lab
+    (molecule's, a test worker's) may ask for the same one; the second waits and then finds it built (restore_cached
+    looks again under the lock), instead of building it twice and racing on the cache file."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".lock-{image.replace('/', '_').replace(':', '_')}", "w", encoding="ascii") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def cache_file(image: str, inputs: str) -> Path:
     return CACHE / f"{image.replace('/', '_').replace(':', '_')}-{inputs}.tar"
 
@@ -219,8 +235,13 @@ def ensure_host_tool(tool: str, package: str) -> None:
 def build_base() -> str:
     """Debian bookworm minbase via debootstrap, imported as an image; rebuilt only when its recipe changes."""
     inputs = hash_inputs("base-v1", BASE_SUITE, ",".join(BASE_INCLUDE), DEBIAN_MIRROR)
-    if restore_cached(BASE_IMAGE, inputs):
-        return inputs
+    with build_lock(BASE_IMAGE):
+        if not restore_cached(BASE_IMAGE, inputs):
+            _debootstrap_base(inputs)
+    return inputs
+
+
+def _debootstrap_base(inputs: str) -> None:
     ensure_host_tool("debootstrap", "debootstrap")
     STATE.mkdir(parents=True, exist_ok=True)
     rootfs = Path(tempfile.mkdtemp(prefix="rootfs-", dir=STATE))
@@ -250,7 +271,6 @@ def build_base() -> str:
         store_cached(BASE_IMAGE, inputs)
     finally:
         shutil.rmtree(rootfs, ignore_errors=True)
-    return inputs
 
 
 def build_tiny() -> str:
@@ -258,8 +278,13 @@ def build_tiny() -> str:
     ensure_host_tool("busybox", "busybox-static")
     busybox = Path(shutil.which("busybox") or "/bin/busybox").resolve()
     inputs = hash_inputs("tiny-v1", busybox.read_bytes())
-    if restore_cached(TINY_IMAGE, inputs):
-        return inputs
+    with build_lock(TINY_IMAGE):
+        if not restore_cached(TINY_IMAGE, inputs):
+            _import_tiny(busybox, inputs)
+    return inputs
+
+
+def _import_tiny(busybox: Path, inputs: str) -> None:
     with tempfile.TemporaryDirectory(dir=STATE if STATE.exists() else None) as tmp:
         root = Path(tmp)
         (root / "bin").mkdir()
@@ -276,12 +301,18 @@ def build_tiny() -> str:
             die(f"importing {TINY_IMAGE} failed")
     log(f"built {TINY_IMAGE} ({inputs})")
     store_cached(TINY_IMAGE, inputs)
-    return inputs
 
 
-def docker_build(image: str, dockerfile: Path, context: Path, inputs: str, base: str) -> None:
-    if restore_cached(image, inputs):
-        return
+def docker_build(image: str, dockerfile: Path, context: Path | None, inputs: str, base: str,
+                 make_context=None) -> None:
+    """Build IMAGE unless a build of the same INPUTS is there (MAKE_CONTEXT, when given, makes the context first)."""
+    with build_lock(image):
+        if restore_cached(image, inputs):
+            return
+        _docker_build(image, dockerfile, make_context() if make_context else context, inputs, base)
+
+
+def _docker_build(image: str, dockerfile: Path, context: Path, inputs: str, base: str) -> None:
     log(f"building {image} ({inputs})")
     t0 = time.time()
     proc = subprocess.run(["docker", "build", "-q", "--label", f"{INPUTS_LABEL}={inputs}", "--label", f"{LABEL}=image",
@@ -342,8 +373,8 @@ def build_images(names: list[str]) -> None:
         if name in WHEELHOUSE_IMAGES:
             wheels = wheelhouse(name, WHEELHOUSE_IMAGES[name])
             inputs = hash_inputs(name, base_inputs, image_dir, "\n".join(sorted(p.name for p in wheels.iterdir())))
-            if not restore_cached(image, inputs):
-                docker_build(image, image_dir / "Dockerfile", wheel_context(name, image_dir, wheels), inputs, BASE_IMAGE)
+            docker_build(image, image_dir / "Dockerfile", None, inputs, BASE_IMAGE,
+                         make_context=lambda n=name, d=image_dir, w=wheels: wheel_context(n, d, w))
             continue
         inputs = hash_inputs(name, base_inputs, image_dir, *(LAB / e for e in extra), LAB / "host-ca.crt")
         docker_build(image, image_dir / "Dockerfile", LAB, inputs, BASE_IMAGE)
@@ -354,9 +385,13 @@ def wheelhouse(name: str, requirements: tuple[str, ...]) -> Path:
     downloaded once with this machine's pip (its configuration carries the CA bundle and local indexes)."""
     key = hash_inputs("wheelhouse-v1", name, *requirements)
     target = CACHE / f"wheels-{name}-{key}"
-    if target.is_dir():
-        return target
-    CACHE.mkdir(parents=True, exist_ok=True)
+    with build_lock(f"wheels-{name}"):
+        if not target.is_dir():
+            _download_wheels(requirements, target)
+    return target
+
+
+def _download_wheels(requirements: tuple[str, ...], target: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".wheels-", dir=CACHE))
     log(f"downloading the wheels of {' '.join(requirements)} into {target}")
     t0 = time.time()
@@ -368,7 +403,6 @@ def wheelhouse(name: str, requirements: tuple[str, ...]) -> Path:
         die(f"pip download {' '.join(requirements)} failed: {proc.stderr.decode(errors='replace')[-2000:]}")
     tmp.rename(target)
     log(f"downloaded {sum(1 for _ in target.iterdir())} wheels in {time.time() - t0:.0f}s")
-    return target
 
 
 def wheel_context(name: str, image_dir: Path, wheels: Path) -> Path:
