@@ -23,6 +23,10 @@ cabled as Sparks are:
   become ``enp1s0f0np0``/``enP2p1s0f0np0``): the two ends of the pair then
   have different interface names, as on pairs cabled on different ports.
 
+- Every engine is Debian 12's Docker 20.10 (overlay2) unless ``up
+  --containerd-store N`` makes node N a Debian 13 node with Docker 26 and the
+  containerd image store (the mixed-store pair).
+
 With ``up --gateway`` a gateway box ``<prefix>-gw`` joins the LAN only (no fabric): Docker, sshd and python3
 as on the nodes, in the inventory group ``dgxspark_gateway`` (roles/gateway runs HAProxy there).
 
@@ -106,10 +110,16 @@ BASE_INCLUDE = ("python3", "python3-venv", "openssh-server", "iproute2", "ca-cer
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 BASE_IMAGE = "dgxspark-lab/base:bookworm"
+# A node with the containerd image store (`up --containerd-store N`): Docker 26 from Debian 13 with the containerd
+# snapshotter, as fresh Docker 29 installs (and DGX OS images that follow them) keep images; the other nodes stay on
+# Debian 12's Docker 20.10 and its overlay2 graph driver. A pair of the two is the mixed-store case.
+TRIXIE_SUITE = "trixie"
+TRIXIE_BASE_IMAGE = "dgxspark-lab/base:trixie"
 # Overridable so that labs built from different node recipes can run side by side.
 # The tag changes with what the node's init does (3: a boot restores the fabric names, route and RDMA, and starts
 # with the node's weights out of the page cache).
 NODE_IMAGE = os.environ.get("DGXSPARK_LAB_NODE_IMAGE", "dgxspark-lab/node:3")
+NODE_IMAGE_CONTAINERD = "dgxspark-lab/node:3-trixie"
 TINY_IMAGE = "dgxspark-lab/tiny:latest"
 
 
@@ -232,23 +242,23 @@ def ensure_host_tool(tool: str, package: str) -> None:
 
 # --------------------------------------------------------------------------- images
 
-def build_base() -> str:
-    """Debian bookworm minbase via debootstrap, imported as an image; rebuilt only when its recipe changes."""
-    inputs = hash_inputs("base-v1", BASE_SUITE, ",".join(BASE_INCLUDE), DEBIAN_MIRROR)
-    with build_lock(BASE_IMAGE):
-        if not restore_cached(BASE_IMAGE, inputs):
-            _debootstrap_base(inputs)
+def build_base(suite: str = BASE_SUITE, image: str = BASE_IMAGE) -> str:
+    """Debian SUITE minbase via debootstrap, imported as IMAGE; rebuilt only when its recipe changes."""
+    inputs = hash_inputs("base-v1", suite, ",".join(BASE_INCLUDE), DEBIAN_MIRROR)
+    with build_lock(image):
+        if not restore_cached(image, inputs):
+            _debootstrap_base(suite, image, inputs)
     return inputs
 
 
-def _debootstrap_base(inputs: str) -> None:
+def _debootstrap_base(suite: str, image: str, inputs: str) -> None:
     ensure_host_tool("debootstrap", "debootstrap")
     STATE.mkdir(parents=True, exist_ok=True)
     rootfs = Path(tempfile.mkdtemp(prefix="rootfs-", dir=STATE))
     try:
-        log(f"debootstrap {BASE_SUITE} into {rootfs} (takes about 2 minutes)")
+        log(f"debootstrap {suite} into {rootfs} (takes about 2 minutes)")
         t0 = time.time()
-        run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_INCLUDE)}", BASE_SUITE, str(rootfs),
+        run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_INCLUDE)}", suite, str(rootfs),
              DEBIAN_MIRROR], quiet=True)
         # Trim what no lab image needs.
         for sub in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/locale"):
@@ -262,13 +272,13 @@ def _debootstrap_base(inputs: str) -> None:
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
         imp = subprocess.run(["docker", "import", "--change", f"LABEL {INPUTS_LABEL}={inputs}",
                               "--change", f"LABEL {LABEL}=base", "--change", 'CMD ["/bin/bash"]',
-                              "--change", "ENV LANG=C.UTF-8", "-", BASE_IMAGE],
+                              "--change", "ENV LANG=C.UTF-8", "-", image],
                              stdin=tar.stdout, stdout=subprocess.DEVNULL, check=False)
         tar.stdout.close()
         if tar.wait() != 0 or imp.returncode != 0:
-            die(f"importing the base rootfs into {BASE_IMAGE} failed")
-        log(f"built {BASE_IMAGE} ({inputs}) in {time.time() - t0:.0f}s")
-        store_cached(BASE_IMAGE, inputs)
+            die(f"importing the base rootfs into {image} failed")
+        log(f"built {image} ({inputs}) in {time.time() - t0:.0f}s")
+        store_cached(image, inputs)
     finally:
         shutil.rmtree(rootfs, ignore_errors=True)
 
@@ -357,7 +367,8 @@ def build_images(names: list[str]) -> None:
     if not docker_ok():
         die("no Docker engine answers; run lab/docker-engine.sh first")
     STATE.mkdir(parents=True, exist_ok=True)
-    wanted = names or ["base", "tiny", "node", *[n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()]]
+    wanted = names or ["base", "tiny", "node", "node-containerd",
+                       *[n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()]]
     base_inputs = build_base() if any(n != "tiny" for n in wanted) else ""
     if "tiny" in wanted:
         build_tiny()
@@ -365,6 +376,11 @@ def build_images(names: list[str]) -> None:
     if "node" in wanted:
         node_dir = LAB / "images" / "node"
         docker_build(NODE_IMAGE, node_dir / "Dockerfile", node_dir, hash_inputs("node", base_inputs, node_dir), BASE_IMAGE)
+    if "node-containerd" in wanted:  # the same recipe on Debian 13 (Docker 26)
+        node_dir = LAB / "images" / "node"
+        trixie_inputs = build_base(TRIXIE_SUITE, TRIXIE_BASE_IMAGE)
+        docker_build(NODE_IMAGE_CONTAINERD, node_dir / "Dockerfile", node_dir,
+                     hash_inputs("node", trixie_inputs, node_dir), TRIXIE_BASE_IMAGE)
     for name in wanted:
         if name not in ENGINE_IMAGES:
             continue
@@ -442,6 +458,17 @@ def fabric_host(i: int) -> int:
 TOPOLOGY = STATE / f"topology-{PREFIX}"
 TOPOLOGIES = ("pair", "switch")
 CLUSTER_SIZE = STATE / f"cluster-size-{PREFIX}"
+
+
+CONTAINERD_NODES = STATE / f"containerd-nodes-{PREFIX}"
+
+
+def containerd_nodes() -> set[int]:
+    """The nodes whose engine keeps images in the containerd store (`up --containerd-store N`)."""
+    try:
+        return {int(x) for x in CONTAINERD_NODES.read_text().split()}
+    except (OSError, ValueError):
+        return set()
 
 
 def cluster_size() -> int:
@@ -640,12 +667,13 @@ def start_gateway() -> None:
 
 def start_node(i: int) -> None:
     name = node_name(i)
+    store = "containerd" if i in containerd_nodes() else "graphdriver"
     mgmt_ip, _, _ = node_addrs(i)
     if run(["docker", "container", "inspect", name], check=False, quiet=True).returncode == 0:
         state = out(["docker", "container", "inspect", "--format", "{{.State.Running}}", name])
-        profile = out(["docker", "container", "inspect", "--format", f'{{{{index .Config.Labels "{LABEL}.rdma"}}}}',
-                       name])
-        if state == "true" and profile == ("1" if RDMA else "0"):
+        profile = out(["docker", "container", "inspect", "--format",
+                       f'{{{{index .Config.Labels "{LABEL}.rdma"}}}} {{{{index .Config.Labels "{LABEL}.store"}}}}', name])
+        if state == "true" and profile == f"{'1' if RDMA else '0'} {store}":
             return
         run(["docker", "rm", "-f", name], quiet=True)
     volume = f"{name}-docker"
@@ -665,9 +693,10 @@ def start_node(i: int) -> None:
          "--network", MGMT_NET, "--ip", mgmt_ip,
          # The node's dockerd may hand the verbs devices (char 231) and rdma_cm (misc, char 10) on to containers.
          "--device-cgroup-rule", "c 231:* rmw", "--device-cgroup-rule", "c 10:* rmw",
-         "--label", f"{LABEL}.rdma={'1' if RDMA else '0'}",
+         "--label", f"{LABEL}.rdma={'1' if RDMA else '0'}", "--label", f"{LABEL}.store={store}",
+         "--env", f"LAB_DOCKER_STORE={store}",
          "--label", f"{LABEL}=node", "--label", f"{LABEL}.prefix={PREFIX}", "--label", f"{LABEL}.index={i}",
-         NODE_IMAGE], quiet=True)
+         NODE_IMAGE_CONTAINERD if store == "containerd" else NODE_IMAGE], quiet=True)
     wire_fabric(i)
     # Route outbound traffic (package mirrors) through mgmt, as a Spark's 10GbE port does.
     links = json.loads(dexec(name, "ip", "-j", "-4", "addr", "show").stdout.decode())
@@ -899,9 +928,13 @@ def fill_cache(nodes: list[str]) -> None:
 def cmd_up(args: argparse.Namespace) -> None:
     if not 1 <= args.nodes <= MAX_NODES:
         die(f"--nodes must be between 1 and {MAX_NODES}")
-    build_images(["base", "tiny", "node"] + ([] if args.no_engine_images else
-                                           [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()
-                                            and n not in WHEELHOUSE_IMAGES]))
+    bad = [n for n in args.containerd_store if not 1 <= n <= args.nodes]
+    if bad:
+        die(f"--containerd-store {bad[0]}: there is no node {bad[0]} in a lab of {args.nodes}")
+    build_images(["base", "tiny", "node"] + (["node-containerd"] if args.containerd_store else [])
+                 + ([] if args.no_engine_images else
+                    [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()
+                     and n not in WHEELHOUSE_IMAGES]))
     ensure_network(MGMT_NET, MGMT_SUBNET)
     existing = running_nodes()
     extra = [n for n in existing if int(n.rsplit("-", 1)[1]) > args.nodes]
@@ -915,6 +948,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     TOPOLOGY.write_text(args.fabric_topology + "\n")
     CLUSTER_SIZE.write_text(f"{args.cluster_size}\n")
+    CONTAINERD_NODES.write_text("".join(f"{n}\n" for n in sorted(set(args.containerd_store))))
     pairs = sorted({pair_of(i) for i in range(1, args.nodes + 1)}) if args.cluster_size > 1 else []
     unwire_stale([n for n in existing if n not in extra], {net for pair in pairs for net, _ in fabric_nets(pair)})
     for pair in pairs:
@@ -984,6 +1018,7 @@ def cmd_down(args: argparse.Namespace) -> None:
     CABLING.unlink(missing_ok=True)
     TOPOLOGY.unlink(missing_ok=True)
     CLUSTER_SIZE.unlink(missing_ok=True)
+    CONTAINERD_NODES.unlink(missing_ok=True)
     for subnet in all_fabric_subnets():
         run(["ip", "route", "del", "unreachable", subnet], check=False, quiet=True)
     log("lab is down")
@@ -1033,6 +1068,10 @@ def main(argv: list[str]) -> None:
     p.add_argument("--gateway", action="store_true",
                    help=f"also a gateway box {GATEWAY_NODE} on the LAN only (inventory group dgxspark_gateway), with "
                         f"{GATEWAY_IMAGE} loaded into it and the nodes; without it, `up` removes a gateway box")
+    p.add_argument("--containerd-store", type=int, action="append", default=[], metavar="N",
+                   help="node N's engine is Docker 26 (Debian 13) keeping images in the containerd store; the others "
+                        "run Docker 20.10 with overlay2 (repeatable; without it, `up` makes every node a graph-driver "
+                        "node again)")
     p.add_argument("--fabric-mtu", type=int, default=FABRIC_MTU, metavar="MTU",
                    help="MTU of the fabric links (default 1500 as NVIDIA's netplan leaves them, or DGXSPARK_LAB_FABRIC_MTU)")
     p = sub.add_parser("down", help="remove the lab")

@@ -25,8 +25,9 @@ def identity(source: dict, source_store: str, answer: dict, image: str, name: st
     """Is the target's image (from its ``inspect`` ANSWER) identical to SOURCE?
 
     Returns ``(identical, reason, warning)``. Image IDs are compared only when both engines use the same
-    image store; otherwise the content label, then the repo digests decide, and without either the IDs
-    are compared with a warning (they differ between stores, so such a target is always transferred).
+    image store; otherwise the content label, then the content fingerprint (layers, creation time, platform and run
+    configuration: the same under both stores), then the repo digests decide, and without any the IDs are compared
+    with a warning (they differ between stores, so such a target is always transferred).
     """
     target = answer.get("ref_image")
     if target is None:
@@ -39,6 +40,10 @@ def identity(source: dict, source_store: str, answer: dict, image: str, name: st
         if target.get("content_label") == source["content_label"]:
             return True, f"same {CONTENT_LABEL} label", None
         return False, f"{name} has {CONTENT_LABEL}={target.get('content_label')}", None
+    if source.get("fingerprint") and target.get("fingerprint"):
+        if target["fingerprint"] == source["fingerprint"]:
+            return True, "same content (layers and configuration; different stores)", None
+        return False, f"{image} on {name} has other content (different stores)", None
     shared = sorted(set(source.get("repo_digests") or []) & set(target.get("repo_digests") or []))
     if shared:
         return True, f"same repo digest {shared[0]}", None
@@ -112,7 +117,7 @@ def receive_header(first: dict, rest: list[dict], image: str, source: dict, sour
     """The header the first hop of a chain gets; it forwards the stream to REST in order."""
     return {"v": PROTOCOL, "op": "receive", "name": first["name"], "image_id": source["id"],
             "ref": None if is_image_id(image) else image, "content_label": source.get("content_label"),
-            "source_store": source_store, "next": [hop(e) for e in rest]}
+            "fingerprint": source.get("fingerprint"), "source_store": source_store, "next": [hop(e) for e in rest]}
 
 
 def chains(entries: list[dict], strategy: str) -> list[list[dict]]:

@@ -16,6 +16,7 @@ Standard library only: this module runs on the nodes as part of the transfer pro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -86,13 +87,39 @@ def store_of(info: dict) -> str:
     return "graphdriver"
 
 
+# The run configuration an image carries, as both stores' ``docker image inspect`` show it. Fields the graph driver
+# fills from the build container (Hostname, Image, AttachStdin...) and the containerd store leaves out are not here.
+FINGERPRINT_CONFIG = ("Cmd", "Entrypoint", "Env", "ExposedPorts", "Healthcheck", "Labels", "OnBuild", "Shell",
+                      "StopSignal", "User", "Volumes", "WorkingDir")
+
+
+def fingerprint(attrs: dict) -> str | None:
+    """A digest of what an image is, the same under both image stores (its ID is not: the config digest under a graph
+    driver, the manifest digest under containerd): the layers' diff IDs, the creation time, the platform and the run
+    configuration, from ``docker image inspect``. None without layers (nothing to compare)."""
+    layers = (attrs.get("RootFS") or {}).get("Layers") or []
+    if not layers:
+        return None
+    config = attrs.get("Config") or {}
+    run_config = {}
+    for key in FINGERPRINT_CONFIG:
+        value = config.get(key)
+        if value in (None, "", [], {}):
+            continue  # absent, null and empty read the same in both stores
+        run_config[key] = sorted(value) if key in ("ExposedPorts", "Volumes") else value
+    doc = {"layers": list(layers), "created": attrs.get("Created"), "os": attrs.get("Os"),
+           "architecture": attrs.get("Architecture"), "variant": attrs.get("Variant") or None, "config": run_config}
+    return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def image_summary(attrs: dict | None) -> dict | None:
     """The parts of ``docker image inspect`` identity needs."""
     if not attrs:
         return None
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     return {"id": attrs.get("Id"), "repo_digests": list(attrs.get("RepoDigests") or []),
-            "content_label": labels.get(CONTENT_LABEL), "size": int(attrs.get("Size") or 0)}
+            "content_label": labels.get(CONTENT_LABEL), "fingerprint": fingerprint(attrs),
+            "size": int(attrs.get("Size") or 0)}
 
 
 def is_image_id(image: str) -> bool:

@@ -98,7 +98,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._model_files import 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._unified_memory import evict
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
     CONTENT_LABEL, FRAME, IMAGE_ID_RE, MAX_FRAME, MAX_HEADER, PROTOCOL, PROTOCOLS, Hop, IdleReader, chain_results,
-    idle_timeout, image_summary, read_exact, read_full, ssh_argv, store_of,
+    fingerprint, idle_timeout, image_summary, read_exact, read_full, ssh_argv, store_of,
 )
 
 IMAGE_OPS = ("inspect", "tag", "receive")
@@ -167,6 +167,9 @@ def validate_request(req):
     label = req.get("content_label")
     if label is not None and not isinstance(label, str):
         raise RequestError("content_label must be a string")
+    mark = req.get("fingerprint")
+    if mark is not None and not (isinstance(mark, str) and IMAGE_ID_RE.match(mark)):
+        raise RequestError("fingerprint must be sha256:<64 hex>")
     out = dict(req)
     out["ref"] = ref
     out["next"] = clean
@@ -276,8 +279,8 @@ def next_header(req):
         return {"v": req["v"], "op": "files_receive", "name": hop["name"], "model": req["model"], "files": req["files"],
                 "want": hop["want"], "delete": hop["delete"], "next": req["next"][1:]}
     return {"v": req.get("v", 1), "op": "receive", "name": hop["name"], "image_id": req["image_id"], "ref": req.get("ref"),
-            "content_label": req.get("content_label"), "source_store": req.get("source_store"),
-            "next": req["next"][1:]}
+            "content_label": req.get("content_label"), "fingerprint": req.get("fingerprint"),
+            "source_store": req.get("source_store"), "next": req["next"][1:]}
 
 
 def check_forward(req, config):
@@ -351,10 +354,11 @@ def loaded_ids(events):
     return ids, refs, error
 
 
-def verify_loaded(expected_id, content_label, source_store, local_store, loaded, labels):
+def verify_loaded(expected_id, content_label, source_store, local_store, loaded, labels, marks=(None, None)):
     """None when the load produced the expected image, else why not.
 
-    LOADED is the list of image IDs docker reported; LABELS the loaded image's labels.
+    LOADED is the list of image IDs docker reported; LABELS the loaded image's labels; MARKS the source's content
+    fingerprint and the loaded image's (the identity across image stores when the image has no content label).
     """
     if not loaded:
         return "docker load reported no image"
@@ -366,7 +370,12 @@ def verify_loaded(expected_id, content_label, source_store, local_store, loaded,
         if (labels or {}).get(CONTENT_LABEL) == content_label:
             return None
         return f"loaded image lacks content label {CONTENT_LABEL}={content_label}"
-    return None  # different stores, no label: the IDs cannot agree; the module warned
+    expected, got = marks
+    if expected:
+        if got == expected:
+            return None
+        return f"loaded image's content fingerprint {got} is not the source's {expected}"
+    return None  # different stores, no label, no fingerprint: the IDs cannot agree; the module warned
 
 
 # --------------------------------------------------------------------------- I/O
@@ -613,7 +622,8 @@ def do_receive(api, req, config, stdin):
     if error is None:
         attrs = inspect_or_none(api, ids[0]) if ids else None
         labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
-        why = verify_loaded(entry["id"], req.get("content_label"), req.get("source_store"), local_store, ids, labels)
+        why = verify_loaded(entry["id"], req.get("content_label"), req.get("source_store"), local_store, ids, labels,
+                            (req.get("fingerprint"), fingerprint(attrs) if attrs else None))
         if why:
             error = f"verification failed: {why}; the image was removed and no tag was changed"
             for bad in ids:

@@ -18,8 +18,9 @@ description:
     node is the collection's transfer program. It answers C(inspect), C(tag) and C(receive) requests and nothing else.
   - B(Identity first.) Each target is asked (in parallel) which image O(image) is there. Image IDs are compared when both
     engines use the same image store (graph driver or containerd, from C(docker info)). Between stores, where the IDs
-    differ, the C(org.dgxspark.vllm.content) label decides, then the repo digests; without either the IDs are compared
-    with a warning. An identical target is skipped, and for a skipped target nothing is read from the source. A target
+    differ, the C(org.dgxspark.vllm.content) label decides, then the content fingerprint (a digest of the layers' diff
+    IDs, the creation time, the platform and the run configuration, which both stores show alike), then the repo
+    digests; without any the IDs are compared with a warning. An identical target is skipped, and for a skipped target nothing is read from the source. A target
     that has the image under another name only gets the tag moved (no bytes).
   - B(Disk preflight.) Every target that needs the image must have the image size (twice that for the containerd
     store) plus O(min_free_bytes) free on its Docker root. Otherwise the module fails naming each such node with its
@@ -33,7 +34,7 @@ description:
     O(strategy=parallel) the source reads the image once and sends it to every target directly.
   - B(Verification and safety.) The stream is framed and ends with a byte count, so a target can tell a complete
     stream from a cut one. A cut stream aborts the load and creates no image. After a load, the loaded image ID must
-    equal the source's (or carry the same content label between stores). Only then is O(image) moved to it. A wrong
+    equal the source's (between stores: carry the same content label, or else the same content fingerprint). Only then is O(image) moved to it. A wrong
     image is removed again and the name is left where it was, so an interrupted or failed transfer never changes the
     target's existing tags, and a rerun completes it. After the transfer, where O(image) points is checked again on
     every target, as its transfer program reports it at the end of the receive, or with a new inspect request when a
@@ -175,10 +176,12 @@ image_id:
   type: str
   sample: sha256:4c0b5f3c0e0f5ab1d62c1ab7e0e5bd1c6f2bb4e64f6b1f2ab6e0d1f2a3b4c5d6
 source:
-  description: The source engine's image store and the image's size (uncompressed bytes).
+  description: The source engine's image store, the image's size (uncompressed bytes) and what identifies its content
+    across image stores.
   returned: always
   type: dict
-  sample: {store: graphdriver, size: 19327352832, content_label: null, repo_digests: []}
+  sample: {store: graphdriver, size: 19327352832, content_label: null, repo_digests: [],
+           fingerprint: "sha256:9e1c0a7f2b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7"}
 targets:
   description:
     - One entry per target, in the order given. C(action) is V(skip) (identical), V(tag) (only the tag moved),
@@ -336,7 +339,7 @@ def run_module() -> None:
     source = image_summary(source_attrs)
     result = {"changed": False, "image_id": source["id"], "bytes_sent": 0, "seconds": 0.0,
               "source": {"store": source_store, "size": source["size"], "content_label": source["content_label"],
-                         "repo_digests": source["repo_digests"]}}
+                         "repo_digests": source["repo_digests"], "fingerprint": source["fingerprint"]}}
     if p["lease_file"] and not module.check_mode:
         # before the first progress: a follower that sees the run's progress and no lease knows it was removed
         renew(p["lease_file"], ahead=LEASE_START)  # the follower's first round starts after this task returned

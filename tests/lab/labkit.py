@@ -108,7 +108,9 @@ OTHER_FILES = ("tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issue
                "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
                "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
-               "tests/lab/test_lab_gateway_config.py")
+               "tests/lab/test_lab_gateway_config.py",
+               # last: it remakes node 2 with the containerd store, and makes it a graph-driver node again at the end
+               "tests/lab/test_lab_image_store.py")
 ORDER = ENGINE_FILES + OTHER_FILES
 
 

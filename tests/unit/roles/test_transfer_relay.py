@@ -52,6 +52,8 @@ def test_validate_request(R):
         {"v": 1, "op": "receive", "image_id": ID_A, "next": [{"host": "-oProxyCommand=x"}]},
         {"v": 1, "op": "receive", "image_id": ID_A, "next": [{"host": "h", "port": 0}]},
         {"v": 1, "op": "receive", "image_id": ID_A, "next": [{"host": "h", "name": "a b"}]},
+        {"v": 1, "op": "receive", "image_id": ID_A, "ref": "a:1", "fingerprint": "md5:abc"},
+        {"v": 1, "op": "receive", "image_id": ID_A, "ref": "a:1", "fingerprint": ["sha256:" + "e" * 64]},
     ]
     for item in bad:
         with pytest.raises(R.RequestError):
@@ -64,7 +66,7 @@ def test_split_ref_and_next_header(R):
     req = {"image_id": ID_A, "ref": "a:1", "content_label": None, "source_store": "graphdriver",
            "next": [{"host": "h3", "port": 22, "name": "n3"}, {"host": "h4", "port": 22, "name": "n4"}]}
     assert R.next_header(req) == {"v": 1, "op": "receive", "name": "n3", "image_id": ID_A, "ref": "a:1",
-                                  "content_label": None, "source_store": "graphdriver",
+                                  "content_label": None, "fingerprint": None, "source_store": "graphdriver",
                                   "next": [{"host": "h4", "port": 22, "name": "n4"}]}
 
 
@@ -78,6 +80,13 @@ def test_loaded_ids_and_verify(R):
     assert R.verify_loaded(ID_A, None, "graphdriver", "graphdriver", [], {}) == "docker load reported no image"
     assert R.verify_loaded(ID_A, "p1", "graphdriver", "containerd", [ID_B], {R.CONTENT_LABEL: "p1"}) is None
     assert R.verify_loaded(ID_A, "p1", "graphdriver", "containerd", [ID_B], {}).startswith("loaded image lacks")
+    # Across stores without a label, the content fingerprint decides (it is the same under both stores).
+    mark, other = "sha256:" + "e" * 64, "sha256:" + "f" * 64
+    assert R.verify_loaded(ID_A, None, "graphdriver", "containerd", [ID_B], {}, (mark, mark)) is None
+    assert R.verify_loaded(ID_A, None, "graphdriver", "containerd", [ID_B], {}, (mark, other)) == (
+        f"loaded image's content fingerprint {other} is not the source's {mark}")
+    assert R.verify_loaded(ID_A, None, "graphdriver", "containerd", [ID_B], {}, (mark, None)).startswith(
+        "loaded image's content fingerprint None")
 
 
 class FakeAPI:
@@ -155,7 +164,8 @@ def test_receive_loads_verifies_then_tags(R, capsys, tmp_path):
     assert api.tags == [(ID_A, "a", "1", True)]
     assert lines[0]["ok"] is True and lines[0]["bytes"] == len(PAYLOAD) and lines[0]["loaded_id"] == ID_A
     assert lines[0]["after"] == {"store": "graphdriver", "ref_image": {"id": "a:1", "repo_digests": [],
-                                                                       "content_label": None, "size": 0}}
+                                                                       "content_label": None, "fingerprint": None,
+                                                                       "size": 0}}
 
 
 def test_cut_stream_aborts_the_load_and_tags_nothing(R, capsys, tmp_path):

@@ -34,7 +34,7 @@ def test_image_summary_reads_id_digests_label_and_size():
     attrs = {"Id": ID_A, "RepoDigests": ["r@sha256:" + "c" * 64], "Size": 42,
              "Config": {"Labels": {u.CONTENT_LABEL: "patch-1", "other": "x"}}}
     assert u.image_summary(attrs) == {"id": ID_A, "repo_digests": ["r@sha256:" + "c" * 64], "content_label": "patch-1",
-                                      "size": 42}
+                                      "fingerprint": None, "size": 42}  # no layers: nothing to fingerprint
     assert u.image_summary(None) is None
     assert u.image_summary({"Id": ID_A, "Config": {"Labels": None}})["content_label"] is None
 
@@ -103,7 +103,7 @@ def test_chains_and_headers():
     assert [[e["name"] for e in c] for c in img.chains(fleet, "relay")] == [["a2", "a3"], ["b1", "b2"]]
     header = img.receive_header(entries[0], entries[1:], "img:1", SRC, "graphdriver")
     assert header == {"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "img:1", "content_label": None,
-                      "source_store": "graphdriver",
+                      "fingerprint": None, "source_store": "graphdriver",
                       "next": [{"host": "h3", "port": 22, "name": "n3"}, {"host": "h4", "port": 22, "name": "n4"}]}
     assert img.receive_header(entries[0], [], ID_A, SRC, "graphdriver")["ref"] is None
     assert img.inspect_header("img:1", ID_A) == {"v": 1, "op": "inspect", "image": "img:1", "image_id": ID_A}
@@ -239,3 +239,47 @@ def test_mb_per_s_human_and_table():
     with_files = u.table(rows, files=True)
     assert with_files[0].split() == ["node", "action", "files", "bytes", "seconds", "MB/s"]
     assert with_files[1].split() == ["n2", "sync", "1", "10", "1.0", "0.0"]
+
+
+# The same image as `docker image inspect` shows it under Docker 20.10's overlay2 and under Docker 26's containerd
+# store (lab nodes of both kinds; trimmed): other IDs, the graph driver's build-container fields, null against empty.
+LAYERS = ["sha256:" + "1" * 64, "sha256:" + "2" * 64]
+GRAPH_ATTRS = {"Id": ID_A, "RepoTags": ["img:1"], "Created": "2026-12-03T10:54:37.123456789Z",
+               "Architecture": "amd64", "Os": "linux", "RootFS": {"Type": "layers", "Layers": LAYERS},
+               "Config": {"Hostname": "", "Domainname": "", "User": "", "AttachStdin": False, "Tty": False,
+                          "Env": ["PATH=/usr/bin"], "Cmd": ["/bin/sh"], "Image": "sha256:" + "9" * 64,
+                          "Volumes": None, "WorkingDir": "", "Entrypoint": None, "OnBuild": None,
+                          "Labels": {"a": "b"}, "ExposedPorts": {"8000/tcp": {}}}}
+CONTAINERD_ATTRS = {"Id": ID_B, "RepoTags": ["img:1"], "Created": "2026-12-03T10:54:37.123456789Z",
+                    "Architecture": "amd64", "Os": "linux", "RootFS": {"Type": "layers", "Layers": LAYERS},
+                    "Config": {"Env": ["PATH=/usr/bin"], "Cmd": ["/bin/sh"], "Labels": {"a": "b"},
+                               "ExposedPorts": {"8000/tcp": {}}, "Volumes": {}, "WorkingDir": "",
+                               "AttachStdout": False, "Image": ""}}
+
+
+def test_fingerprint_is_the_same_under_both_stores_and_follows_content():
+    mark = u.fingerprint(GRAPH_ATTRS)
+    assert mark.startswith("sha256:") and len(mark) == 71
+    assert u.fingerprint(CONTAINERD_ATTRS) == mark
+    for change in ({"RootFS": {"Layers": LAYERS[:1]}}, {"Created": "2026-12-03T10:54:38Z"},
+                   {"Architecture": "arm64"},
+                   {"Config": dict(CONTAINERD_ATTRS["Config"], Env=["PATH=/usr/bin", "HF_HUB_OFFLINE=1"])},
+                   {"Config": dict(CONTAINERD_ATTRS["Config"], Entrypoint=["/x"])},
+                   {"Config": dict(CONTAINERD_ATTRS["Config"], Labels={"a": "c"})}):
+        assert u.fingerprint(dict(CONTAINERD_ATTRS, **change)) != mark, change
+    assert u.fingerprint({"Id": ID_A, "RootFS": {"Layers": []}}) is None
+
+
+def test_identity_across_stores_by_fingerprint_when_unlabelled():
+    src = dict(SRC, fingerprint=u.fingerprint(GRAPH_ATTRS))
+    same = answer(ID_B, "containerd")
+    same["ref_image"]["fingerprint"] = u.fingerprint(CONTAINERD_ATTRS)
+    assert img.identity(src, "graphdriver", same, "i", "n") == (
+        True, "same content (layers and configuration; different stores)", None)
+    other = answer(ID_B, "containerd")
+    other["ref_image"]["fingerprint"] = "sha256:" + "0" * 64
+    assert img.identity(src, "graphdriver", other, "i", "n") == (False, "i on n has other content (different stores)",
+                                                                  None)
+    # A content label still decides first.
+    labelled = dict(src, content_label="p1")
+    assert img.identity(labelled, "graphdriver", other, "i", "n")[0] is False

@@ -1,0 +1,123 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Mixed image stores (issue 15, 6) on real engines of both kinds: node 1 runs Docker 20.10 with overlay2 (a graph
+driver: an image's ID is its config digest), node 2 runs Docker 26 with the containerd store (`lab.py up
+--containerd-store 2`; the default of fresh Docker 29 installs: the ID is the manifest digest). The same image has two
+IDs there, so image_sync judges identity by content: the move is made once, verified by content on the receiving
+node, and a rerun moves nothing, in both directions.
+
+The module remakes node 2 (a containerd node is a new node) and makes it a graph-driver node again at the end; it is
+the last lab file, so no later file finds the pair remade.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from labkit import BIN, INVENTORY, LAB, PREFIX, ansible_env, fabric_ip, node, node_exec, parse_adhoc, report, run
+
+IMAGE = f"{PREFIX}-lab/imgstore"
+TINY = "dgxspark-lab/tiny:latest"
+# Both nodes may send (node 1 to node 2, node 2 to node 1), as an inventory says with dgxspark_transfer_sources.
+SOURCES = json.dumps({"dgxspark_transfer_sources": [node(1), node(2)]})
+
+TRUST_PLAY = """---
+- name: Transfer trust
+  hosts: spark_pairs
+  gather_facts: false
+  pre_tasks:
+    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
+      dgxspark.vllm.fleet:
+  roles:
+    - role: dgxspark.vllm.node_trust
+"""
+
+
+def engine(i):
+    return json.loads(node_exec(node(i), "docker", "info", "--format", "{{json .}}").stdout)
+
+
+def inspect(i, ref):
+    proc = node_exec(node(i), "docker", "image", "inspect", ref, check=False)
+    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+
+
+def build(tag, megabytes):
+    """A throwaway image on this machine: the tiny lab image plus MEGABYTES of random bytes and a run configuration."""
+    dockerfile = (f"FROM {TINY}\nRUN busybox dd if=/dev/urandom of=/blob bs=1M count={megabytes}\n"
+                  "ENV SERVED=imgstore\nEXPOSE 8000\nCMD [\"sleep\", \"1\"]\n")
+    run(["docker", "build", "-q", "-t", tag, "-"], input_text=dockerfile)
+
+
+def load_into(i, tag):
+    """Copy TAG from this machine into node I only (a `docker save` archive of Docker 20.10, as a registry-less
+    field copy would be)."""
+    save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)  # pylint: disable=consider-using-with
+    load = subprocess.run(["docker", "exec", "-i", node(i), "docker", "load", "-q"], stdin=save.stdout,
+                          capture_output=True, check=False)
+    save.stdout.close()
+    assert save.wait() == 0 and load.returncode == 0, load.stderr
+
+
+def sync(source, target, ref):
+    """What the roles do: announce REF (its ID and size on SOURCE) to TARGET, then image_sync from SOURCE to it."""
+    attrs = inspect(source, ref)
+    announce = {"images": [{"ref": ref, "id": attrs["Id"], "bytes": attrs["Size"]}]}
+    run([str(BIN / "ansible"), "-i", str(INVENTORY), node(target), "-m", "dgxspark.vllm.transfer_announce", "-a",
+         json.dumps(announce)], env=ansible_env())
+    args = {"image": ref, "targets": [{"host": fabric_ip(target), "name": node(target)}]}
+    proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), node(source), "-m", "dgxspark.vllm.image_sync", "-a",
+                json.dumps(args)], check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
+    return parse_adhoc(proc.stdout), proc
+
+
+@pytest.fixture(scope="module")
+def mixed(lab, tmp_path_factory):
+    nodes = len(lab["_meta"]["hostvars"])
+    run([*LAB, "up", "--nodes", "2", "--no-engine-images", "--containerd-store", "2"], timeout=1800)
+    trust = tmp_path_factory.mktemp("trust") / "trust.yml"
+    trust.write_text(TRUST_PLAY)
+    run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(trust), "-e", SOURCES], env=ansible_env())
+    yield
+    run(["docker", "image", "rm", "-f", f"{IMAGE}:a", f"{IMAGE}:b"], check=False)
+    # back to the session's lab: graph-driver engines on every node
+    run([*LAB, "up", "--nodes", str(nodes), "--no-engine-images"], timeout=1800)
+
+
+def test_the_pair_has_one_engine_of_each_store(mixed):
+    one, two = engine(1), engine(2)
+    assert one["Driver"] == "overlay2" and ["driver-type", "io.containerd.snapshotter.v1"] not in one["DriverStatus"]
+    assert ["driver-type", "io.containerd.snapshotter.v1"] in two["DriverStatus"], two["DriverStatus"]
+    report(f"mixed stores: {node(1)} Docker {one['ServerVersion']} ({one['Driver']}), {node(2)} Docker "
+           f"{two['ServerVersion']} (containerd store, {two['Driver']})")
+
+
+@pytest.mark.parametrize("source,target,tag", [(1, 2, "a"), (2, 1, "b")],
+                         ids=["graphdriver-to-containerd", "containerd-to-graphdriver"])
+def test_an_unlabelled_image_moves_once_verified_by_content_and_a_rerun_moves_nothing(mixed, source, target, tag):
+    ref = f"{IMAGE}:{tag}"
+    build(ref, 20)
+    load_into(source, ref)
+    node_exec(node(target), "docker", "image", "rm", "-f", ref, check=False)
+    first, proc = sync(source, target, ref)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    entry = first["targets"][0]
+    assert first["changed"] and entry["action"] == "transfer" and entry["bytes"] > 20 << 20, entry
+    assert not first.get("warnings"), first.get("warnings")  # identity by content, not by ID with a warning
+    here, there = inspect(source, ref), inspect(target, ref)
+    # The stores give the one image two IDs; its layers and run configuration are the same.
+    assert here["Id"] != there["Id"]
+    assert here["RootFS"]["Layers"] == there["RootFS"]["Layers"]
+    assert [e for e in there["Config"]["Env"] if e.startswith("SERVED=")] == ["SERVED=imgstore"]
+    assert entry["after_id"] == there["Id"]
+    again, proc = sync(source, target, ref)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    entry = again["targets"][0]
+    assert not again["changed"] and again["bytes_sent"] == 0 and entry["action"] == "skip", entry
+    assert entry["reason"] == "same content (layers and configuration; different stores)"
+    assert inspect(target, ref)["Id"] == there["Id"]
+    report(f"mixed stores {node(source)} -> {node(target)}: {entry['reason']}; {first['bytes_sent']} bytes once, "
+           f"IDs {here['Id'][:19]} / {there['Id'][:19]}, rerun sent 0")
