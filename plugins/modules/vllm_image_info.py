@@ -151,6 +151,14 @@ id:
   returned: success
   type: str
   sample: sha256:0b7c2d9c1c5e4f0ab0c1cf6a1f5a8d4c1f0b1a3c2b6e1f5d7a9c3e2b1d0f4a6c
+fingerprint:
+  description:
+    - A digest of the image's content that is the same under every image store (RV(id) is not), from the layers' diff
+      IDs, the creation time, the platform and the run configuration; null for an image without layers.
+    - Two nodes hold the same image when their fingerprints are equal, whichever store each engine uses.
+  returned: success
+  type: str
+  sample: sha256:9e1c0a7f2b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7
 repo_digests:
   description: The image's repo digests (empty for images that were built or loaded, never pulled).
   returned: success
@@ -374,6 +382,7 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker, _image_fs
+from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import fingerprint
 
 try:
     import docker
@@ -397,6 +406,7 @@ def image_facts(ref: str, attrs: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
         "image": ref,
         "exists": True,
         "id": attrs.get("Id"),
+        "fingerprint": fingerprint(attrs),
         "repo_tags": list(attrs.get("RepoTags") or []),
         "repo_digests": list(attrs.get("RepoDigests") or []),
         "labels": dict(config.get("Labels") or {}),

@@ -196,3 +196,14 @@ def test_the_record_says_which_image_was_verified_under_the_name(capsys, tmp_pat
     missing, code, _warnings, _factory = run(capsys, {"image": "y:1", "missing": "report", "record": str(tmp_path / "none")},
                                              make_client(get_error=ImageNotFound("No such image")))
     assert code == 0 and missing["exists"] is False and missing["recorded_id"] == "" and missing["record"] == {}
+
+
+def test_image_facts_carry_a_fingerprint_the_same_under_both_stores():
+    layers = {"Type": "layers", "Layers": ["sha256:" + "1" * 64]}
+    graph = {"Id": "sha256:" + "a" * 64, "Created": "2026-12-03T10:00:00Z", "Os": "linux", "Architecture": "arm64",
+             "RootFS": layers, "Config": {"Env": ["A=1"], "Cmd": ["x"], "Hostname": "", "Volumes": None}}
+    containerd = {"Id": "sha256:" + "b" * 64, "Created": "2026-12-03T10:00:00Z", "Os": "linux",
+                  "Architecture": "arm64", "RootFS": layers, "Config": {"Env": ["A=1"], "Cmd": ["x"]}}
+    one, two = mod.image_facts("i:1", graph), mod.image_facts("i:1", containerd)
+    assert one["id"] != two["id"] and one["fingerprint"] == two["fingerprint"] is not None
+    assert mod.image_facts("i:1", dict(containerd, Created="2026-12-04T10:00:00Z"))["fingerprint"] != one["fingerprint"]
