@@ -119,5 +119,17 @@ def test_an_unlabelled_image_moves_once_verified_by_content_and_a_rerun_moves_no
     assert not again["changed"] and again["bytes_sent"] == 0 and entry["action"] == "skip", entry
     assert entry["reason"] == "same content (layers and configuration; different stores)"
     assert inspect(target, ref)["Id"] == there["Id"]
+    # What ray_cluster compares before a pair serves: the same content fingerprint on both nodes, each its own ID.
+    facts = {i: image_facts(i, ref) for i in (source, target)}
+    assert facts[source]["id"] == here["Id"] and facts[target]["id"] == there["Id"]
+    assert facts[source]["fingerprint"] == facts[target]["fingerprint"] == first["source"]["fingerprint"]
     report(f"mixed stores {node(source)} -> {node(target)}: {entry['reason']}; {first['bytes_sent']} bytes once, "
-           f"IDs {here['Id'][:19]} / {there['Id'][:19]}, rerun sent 0")
+           f"IDs {here['Id'][:19]} / {there['Id'][:19]}, one fingerprint, rerun sent 0")
+
+
+def image_facts(i, ref):
+    proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), node(i), "-m", "dgxspark.vllm.vllm_image_info", "-a",
+                json.dumps({"image": ref})], check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
+    result = parse_adhoc(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return result
