@@ -153,6 +153,9 @@ def docker_ok() -> bool:
 
 CACHE = Path(os.environ.get("DGXSPARK_LAB_CACHE", Path.home() / ".cache" / "dgxspark-lab"))
 CACHE_KEEP = int(os.environ.get("DGXSPARK_LAB_CACHE_KEEP", "3"))
+# DGXSPARK_LAB_CACHE_SAVE=0: built images are not saved into the file cache (`make test` on a fresh machine, where no
+# later `up` would restore them and saving the ~5 GB of images is time spent for nothing). Cached copies still restore.
+CACHE_SAVE = os.environ.get("DGXSPARK_LAB_CACHE_SAVE", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 @contextlib.contextmanager
@@ -191,6 +194,8 @@ def restore_cached(image: str, inputs: str) -> bool:
 
 def store_cached(image: str, inputs: str) -> None:
     """Keep a copy keyed by its inputs, so `down` can remove the tag and `up` need not rebuild."""
+    if not CACHE_SAVE:
+        return
     CACHE.mkdir(parents=True, exist_ok=True)
     # Keep the newest few builds of each image: labs with other inputs (a branch, a helper's lab) can run side
     # by side on one machine, and each restores its own build instead of rebuilding over the other's.
@@ -1051,7 +1056,8 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("images", help="build lab images whose inputs changed")
-    p.add_argument("names", nargs="*", help="base, tiny, node, " + ", ".join(ENGINE_IMAGES))
+    p.add_argument("names", nargs="*", help="base, tiny, node, node-containerd, " + ", ".join(ENGINE_IMAGES))
+    p.add_argument("--skip", action="append", default=[], metavar="NAME", help="build every image but NAME")
     p = sub.add_parser("up", help="start the lab")
     p.add_argument("--nodes", type=int, default=int(os.environ.get("DGXSPARK_LAB_NODES", "2")))
     p.add_argument("--load", action="append", default=[], metavar="IMAGE", help="also load IMAGE into every node")
@@ -1096,7 +1102,14 @@ def main(argv: list[str]) -> None:
         global RDMA  # pylint: disable=global-statement
         RDMA = False
     if args.cmd == "images":
-        build_images(args.names)
+        unknown = [n for n in args.names + args.skip if n not in ("base", "tiny", "node", "node-containerd", *ENGINE_IMAGES)]
+        if unknown:
+            die(f"unknown image {unknown[0]}: the lab builds base, tiny, node, node-containerd, {', '.join(ENGINE_IMAGES)}")
+        if args.skip:
+            build_images([n for n in (args.names or ["base", "tiny", "node", "node-containerd", *ENGINE_IMAGES])
+                          if n not in args.skip])
+        else:
+            build_images(args.names)
     elif args.cmd == "up":
         cmd_up(args)
     elif args.cmd == "down":

@@ -99,12 +99,13 @@ def api_url(i=1):
 # tests) runs on the other worker meanwhile, as units of their own.
 # The fleet's two pairs start their Ray heads at once: it runs after the pairs' files, when the other worker's image
 # builds are over (beside them its heads missed Ray's registration twice in a row).
-ENGINE_FILES = ("tests/lab/test_lab_deploy.py", "tests/lab/test_lab_watchdog.py", "tests/lab/test_lab_serve_faults.py",
+ENGINE_FILES = ("tests/lab/test_lab_deploy.py", "tests/lab/test_lab_serve_faults.py",
                 "tests/lab/test_ray_cluster.py", "tests/lab/test_lab_fleet.py", "tests/lab/test_real_vllm.py",
                 "tests/lab/test_lab_cluster.py")
 # The other lab files, longest first, so that the short ones fill the end. test_lab_known_issues and
 # test_lab_unified_memory start engines without Ray (the stand-in, mp).
-OTHER_FILES = ("tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_image_sync.py",
+OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the image test_real_vllm serves
+               "tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_image_sync.py",
                "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
                "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",

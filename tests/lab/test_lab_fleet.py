@@ -450,7 +450,7 @@ def watchdog_events(pair, since):
     return [e for e in (json.loads(line) for line in raw.splitlines() if line.strip()) if e.get("time", 0) >= since]
 
 
-@pytest.mark.slow  # stall recovery: test_lab_watchdog in make test; routing around a drained pair: test_a2
+@pytest.mark.slow  # stall recovery: test_lab_deploy's watchdog tests in make test; routing around a drained pair: test_a2
 def test_a3_a_stalled_pair_is_restarted_by_its_watchdog_while_the_gateway_routes_around_it(fleet):
     """The engine of pair1 stalls (its rank-0 worker SIGSTOPped: /health stays 200, completions hang). Its watchdog
     (default interval) restarts the whole pair; meanwhile one client through the gateway is answered by pair2."""
@@ -531,7 +531,7 @@ def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fl
     assert counts["pair1"][3] == 0 and counts["pair1"][1] > 0
 
 
-@pytest.mark.slow  # a restart without Ansible: test_lab_watchdog in make test; a rerun's changes: test_lab_deploy's
+@pytest.mark.slow  # a restart without Ansible: test_lab_deploy's watchdog tests in make test; a rerun's changes: test_lab_deploy's
 def test_c_a_killed_serving_container_is_restored_by_a_rerun(fleet, tmp_path):
     """After test_b (and test_d when slow tests run): pair2 torn down, so its deploy here starts from zero. Then
     pair1's head container killed (its watchdog may restart the cluster first: the rerun waits for that recovery and
