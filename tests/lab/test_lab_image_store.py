@@ -49,7 +49,7 @@ def build(tag, megabytes):
     """A throwaway image on this machine: the tiny lab image plus MEGABYTES of random bytes and a run configuration."""
     dockerfile = (f"FROM {TINY}\nRUN busybox dd if=/dev/urandom of=/blob bs=1M count={megabytes}\n"
                   "ENV SERVED=imgstore\nEXPOSE 8000\nCMD [\"sleep\", \"1\"]\n")
-    run(["docker", "build", "-q", "-t", tag, "-"], input_text=dockerfile)
+    run(["docker", "build", "--no-cache", "-q", "-t", tag, "-"], input_text=dockerfile)  # new bytes each time
 
 
 def load_into(i, tag):

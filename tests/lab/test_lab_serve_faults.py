@@ -46,6 +46,7 @@ def test_unsupported_architecture_is_diagnosed_seconds_after_the_engine_dies(ser
     assert time.monotonic() - started < 600  # bounded; the whole play (Ray start-up included) on a loaded machine
 
 
+@pytest.mark.slow  # the graft refused before it serves: test_hybrid_image's gate test; a death diagnosed: the test above
 def test_field_graft_deployed_without_gates_is_diagnosed_within_10s_of_the_engine_death(serving_lab, tmp_path):
     # The field's hybrid: the legacy image (Ray, vLLM 0.14) with 0.17's Qwen3.5 files copied in and transformers 5
     # installed over its pin, built with the gates switched off and deployed by the real pipeline. The engine dies at model inspection (ImportError);
