@@ -34,9 +34,10 @@ description:
     O(strategy=parallel) the source reads the image once and sends it to every target directly.
   - B(Verification and safety.) The stream is framed and ends with a byte count, so a target can tell a complete
     stream from a cut one. A cut stream aborts the load and creates no image. After a load, the loaded image ID must
-    equal the source's (between stores: carry the same content label, or else the same content fingerprint). Only then is O(image) moved to it. A wrong
-    image is removed again and the name is left where it was, so an interrupted or failed transfer never changes the
-    target's existing tags, and a rerun completes it. After the transfer, where O(image) points is checked again on
+    equal the source's (between stores, the loaded image must carry the same content label, or else have the same
+    content fingerprint). Only then is O(image) moved to it. A wrong image is removed again and the name is left
+    where it was, so an interrupted or failed transfer never changes the target's existing tags, and a rerun
+    completes it. After the transfer, where O(image) points is checked again on
     every target, as its transfer program reports it at the end of the receive, or with a new inspect request when a
     target gave no such report (a cut stream, an older transfer program).
   - B(Cancellation.) With O(lease_file), a run started in the background (C(async), C(poll=0)) goes on only while its

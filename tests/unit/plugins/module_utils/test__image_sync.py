@@ -278,8 +278,8 @@ def test_identity_across_stores_by_fingerprint_when_unlabelled():
         True, "same content (layers and configuration; different stores)", None)
     other = answer(ID_B, "containerd")
     other["ref_image"]["fingerprint"] = "sha256:" + "0" * 64
-    assert img.identity(src, "graphdriver", other, "i", "n") == (False, "i on n has other content (different stores)",
-                                                                  None)
+    assert img.identity(src, "graphdriver", other, "i", "n") == (
+        False, "i on n has other content (different stores)", None)
     # A content label still decides first.
     labelled = dict(src, content_label="p1")
     assert img.identity(labelled, "graphdriver", other, "i", "n")[0] is False

@@ -205,5 +205,5 @@ def test_image_facts_carry_a_fingerprint_the_same_under_both_stores():
     containerd = {"Id": "sha256:" + "b" * 64, "Created": "2026-12-03T10:00:00Z", "Os": "linux",
                   "Architecture": "arm64", "RootFS": layers, "Config": {"Env": ["A=1"], "Cmd": ["x"]}}
     one, two = mod.image_facts("i:1", graph), mod.image_facts("i:1", containerd)
-    assert one["id"] != two["id"] and one["fingerprint"] == two["fingerprint"] is not None
+    assert one["id"] != two["id"] and one["fingerprint"] is not None and one["fingerprint"] == two["fingerprint"]
     assert mod.image_facts("i:1", dict(containerd, Created="2026-12-04T10:00:00Z"))["fingerprint"] != one["fingerprint"]
