@@ -151,6 +151,21 @@ def pytest_xdist_make_scheduler(config, log):
 REPORTS = []
 
 
+def fleet_play(title, role):
+    """A one-play playbook over the lab's pairs: the fleet fact published (no preflight: the inventory gives the fabric
+    IPs), then ROLE."""
+    return f"""---
+- name: {title}
+  hosts: spark_pairs
+  gather_facts: false
+  pre_tasks:
+    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
+      dgxspark.vllm.fleet:
+  roles:
+    - role: {role}
+"""
+
+
 def report(line):
     """A line for the end of the session's output (pytest's terminal summary), shown even without -s."""
     REPORTS.append(line)

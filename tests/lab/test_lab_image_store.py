@@ -17,23 +17,15 @@ import subprocess
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, PREFIX, ansible_env, fabric_ip, node, node_exec, parse_adhoc, report, run
+from labkit import (BIN, INVENTORY, LAB, PREFIX, ansible_env, fabric_ip, fleet_play, node, node_exec, parse_adhoc,
+                    report, run)
 
 IMAGE = f"{PREFIX}-lab/imgstore"
 TINY = "dgxspark-lab/tiny:latest"
 # Both nodes may send (node 1 to node 2, node 2 to node 1), as an inventory says with dgxspark_transfer_sources.
 SOURCES = json.dumps({"dgxspark_transfer_sources": [node(1), node(2)]})
 
-TRUST_PLAY = """---
-- name: Transfer trust
-  hosts: spark_pairs
-  gather_facts: false
-  pre_tasks:
-    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
-      dgxspark.vllm.fleet:
-  roles:
-    - role: dgxspark.vllm.node_trust
-"""
+TRUST_PLAY = fleet_play("Transfer trust", "dgxspark.vllm.node_trust")
 
 
 def engine(i):

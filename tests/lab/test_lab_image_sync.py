@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, cut_midway, fabric_if, fabric_ip, mgmt_ip, node,
-                    node_exec, parse_adhoc, recap, report, run, throttled, transfer_processes, tx_bytes,
+from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, cut_midway, fabric_if, fabric_ip, fleet_play,
+                    mgmt_ip, node, node_exec, parse_adhoc, recap, report, run, throttled, transfer_processes, tx_bytes,
                     wait_until_no_transfer)
 
 NODES = 4
@@ -57,27 +57,9 @@ def announce(target_nodes, ref=NAME, source=1):
          "dgxspark.vllm.transfer_announce", "-a", json.dumps(args)], env=ansible_env())
 
 
-TRUST_PLAY = """---
-- name: Transfer trust
-  hosts: spark_pairs
-  gather_facts: false
-  pre_tasks:
-    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
-      dgxspark.vllm.fleet:
-  roles:
-    - role: dgxspark.vllm.node_trust
-"""
+TRUST_PLAY = fleet_play("Transfer trust", "dgxspark.vllm.node_trust")
 
-SYNC_PLAY = """---
-- name: Image sync
-  hosts: spark_pairs
-  gather_facts: false
-  pre_tasks:
-    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
-      dgxspark.vllm.fleet:
-  roles:
-    - role: dgxspark.vllm.image_sync
-"""
+SYNC_PLAY = fleet_play("Image sync", "dgxspark.vllm.image_sync")
 
 
 def module(target_nodes, *, image=NAME, extra=None, check=False, source=1, name="dgxspark.vllm.image_sync"):

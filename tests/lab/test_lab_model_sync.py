@@ -17,24 +17,15 @@ import time
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, cut_midway, fabric_if, fabric_ip, node, node_exec,
-                    parse_adhoc, recap, report, run, throttled, transfer_processes, wait_until_no_transfer)
+from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, cut_midway, fabric_if, fabric_ip, fleet_play, node,
+                    node_exec, parse_adhoc, recap, report, run, throttled, transfer_processes, wait_until_no_transfer)
 
 MODELS = "/srv/dgxspark/models"
 NAME = "Qwen3.5-122B-A10B-FP8"
 MODEL_DIR = f"{MODELS}/{NAME}"
 SHARD = "model-00003-of-00004.safetensors"
 
-SYNC_PLAY = """---
-- name: Model sync
-  hosts: spark_pairs
-  gather_facts: false
-  pre_tasks:
-    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
-      dgxspark.vllm.fleet:
-  roles:
-    - role: dgxspark.vllm.model_sync
-"""
+SYNC_PLAY = fleet_play("Model sync", "dgxspark.vllm.model_sync")
 
 
 def play(path, *args, env=None):
