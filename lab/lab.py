@@ -368,12 +368,17 @@ WHEELHOUSE_IMAGES = {
 }
 
 
+def image_names() -> list[str]:
+    """Every image `images` builds, in build order."""
+    return ["base", "tiny", "node", "node-containerd",
+            *[n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()]]
+
+
 def build_images(names: list[str]) -> None:
     if not docker_ok():
         die("no Docker engine answers; run lab/docker-engine.sh first")
     STATE.mkdir(parents=True, exist_ok=True)
-    wanted = names or ["base", "tiny", "node", "node-containerd",
-                       *[n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()]]
+    wanted = names or image_names()
     base_inputs = build_base() if any(n != "tiny" for n in wanted) else ""
     if "tiny" in wanted:
         build_tiny()
@@ -1056,7 +1061,7 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("images", help="build lab images whose inputs changed")
-    p.add_argument("names", nargs="*", help="base, tiny, node, node-containerd, " + ", ".join(ENGINE_IMAGES))
+    p.add_argument("names", nargs="*", help=", ".join(image_names()))
     p.add_argument("--skip", action="append", default=[], metavar="NAME", help="build every image but NAME")
     p = sub.add_parser("up", help="start the lab")
     p.add_argument("--nodes", type=int, default=int(os.environ.get("DGXSPARK_LAB_NODES", "2")))
@@ -1102,14 +1107,10 @@ def main(argv: list[str]) -> None:
         global RDMA  # pylint: disable=global-statement
         RDMA = False
     if args.cmd == "images":
-        unknown = [n for n in args.names + args.skip if n not in ("base", "tiny", "node", "node-containerd", *ENGINE_IMAGES)]
+        unknown = [n for n in args.names + args.skip if n not in image_names()]
         if unknown:
-            die(f"unknown image {unknown[0]}: the lab builds base, tiny, node, node-containerd, {', '.join(ENGINE_IMAGES)}")
-        if args.skip:
-            build_images([n for n in (args.names or ["base", "tiny", "node", "node-containerd", *ENGINE_IMAGES])
-                          if n not in args.skip])
-        else:
-            build_images(args.names)
+            die(f"unknown image {unknown[0]}: the lab builds {', '.join(image_names())}")
+        build_images([n for n in (args.names or image_names()) if n not in args.skip])
     elif args.cmd == "up":
         cmd_up(args)
     elif args.cmd == "down":
