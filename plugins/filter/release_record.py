@@ -33,6 +33,11 @@ options:
   image_id:
     description: The serving image's ID (C(sha256:...)); empty when not known.
     type: str
+  image_ids:
+    description:
+    - Each member's ID of the serving image (inventory name to C(sha256:...)); the IDs differ across image stores
+      (containerd store against a graph driver). Empty IDs are left out.
+    type: dict
   host:
     description: The host named in errors (C(inventory_hostname)).
     type: str
@@ -50,7 +55,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-  - The record - C(image), C(image_id), C(model), C(model_revision), C(served_model_name), C(backend), C(settings), C(endpoint)
+  - The record - C(image), C(image_id), C(image_ids), C(model), C(model_revision), C(served_model_name), C(backend), C(settings), C(endpoint)
     (C(url), C(host), C(port)), C(remedies). No secrets.
   type: dict
 """
@@ -60,10 +65,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _release
 
 
-def release_record(wanted, enforce_eager=None, remedies=None, endpoint=None, image_id="", host=None):
+def release_record(wanted, enforce_eager=None, remedies=None, endpoint=None, image_id="", image_ids=None, host=None):
     try:
         return _release.finish(wanted, enforce_eager=enforce_eager, remedies=remedies or [], endpoint=endpoint,
-                               image_id=image_id or "")
+                               image_id=image_id or "", image_ids=image_ids)
     except (_release.ReleaseError, KeyError, TypeError) as exc:
         raise AnsibleFilterError(f"{host or ''}{': ' if host else ''}release_record: {exc}") from exc
 

@@ -14,6 +14,9 @@ description:
 - Returns the release record (C(release.json) on the head) with C(image) replaced by the record's C(image_id), so a
   rollback serves the image that served, even when its tag has since moved to another image (an overlay rebuilt
   under the same tag).
+- Given O(host), the image is that member's own ID from the record's C(image_ids): one image has another ID on a node
+  with the containerd image store than on a graph-driver node, so each member of a mixed cluster serves its own. A
+  member the record does not list serves the head's C(image_id).
 - A record without an image ID (written by 0.1.0) keeps its image name.
 - Fails when there is no record, or the record has no image.
 positional: _input
@@ -22,6 +25,9 @@ options:
     description: The stored release record.
     type: dict
     required: true
+  host:
+    description: The member that serves the rollback (C(inventory_hostname)); omitted, the head's ID.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -29,12 +35,13 @@ EXAMPLES = r"""
   ansible.builtin.include_role:
     name: dgxspark.vllm.vllm_serve
   vars:
-    vllm_serve_restore: "{{ rollout_previous | dgxspark.vllm.release_rollback }}"
+    vllm_serve_restore: "{{ rollout_previous | dgxspark.vllm.release_rollback(host=inventory_hostname) }}"
 """
 
 RETURN = r"""
 _value:
-  description: The record, C(image) being C(sha256:<id>) when the record holds the ID.
+  description: The record, C(image) being C(sha256:<id>) (the member's own where the record lists it) when the record
+    holds the ID.
   type: dict
 """
 
@@ -43,9 +50,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _release
 
 
-def release_rollback(record):
+def release_rollback(record, host=None):
     try:
-        return _release.rollback_record(record)
+        return _release.rollback_record(record, host)
     except _release.ReleaseError as exc:
         raise AnsibleFilterError(f"release_rollback: {exc}") from exc
 

@@ -12,7 +12,7 @@ author:
 - dgxspark.vllm maintainers
 description:
 - Returns an empty string when every member of the cluster has the image a rollback would serve (the previous
-  release's image by ID, see P(dgxspark.vllm.release_rollback#filter)), else a sentence naming the cluster, the image,
+  release's image by each member's own ID, see P(dgxspark.vllm.release_rollback#filter)), else a sentence naming the cluster, the image,
   the nodes that lack it and the fix.
 positional: _input
 options:

@@ -4,7 +4,8 @@
 
 A release is a plain dict (what ``release.json`` on the head holds, no secrets)::
 
-    {"image": "dgxspark/vllm-hybrid:overlay-...", "image_id": "sha256:...",   # ID where known, else ""
+    {"image": "dgxspark/vllm-hybrid:overlay-...", "image_id": "sha256:...",   # the head's ID where known, else ""
+     "image_ids": {"spark-1": "sha256:...", "spark-2": "sha256:..."},         # every member's ID (stores differ)
      "model": "Qwen/Qwen3.5-122B-A10B-FP8", "model_revision": "",
      "served_model_name": "qwen3.5-122b-a10b-fp8", "backend": "ray",
      "settings": {"tensor_parallel_size": 2, ...},                              # one key per SETTINGS entry
@@ -21,6 +22,7 @@ Pure Python, no Ansible imports: the filters in plugins/filter/serve_argv.py wra
 from __future__ import annotations
 
 import json
+import re
 import typing as t
 
 # How a setting renders:
@@ -62,6 +64,9 @@ RELEASE_KEYS = ("image", "model", "model_revision", "served_model_name", "backen
 BACKENDS = ("ray", "mp")
 VARIABLE_PREFIX = "vllm_serve_"
 MAX_NODES = 8
+
+
+_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class ReleaseError(ValueError):
@@ -185,8 +190,13 @@ def for_cluster(release: dict[str, t.Any], nodes: t.Any = None) -> dict[str, t.A
 
 def finish(release: t.Mapping[str, t.Any], *, enforce_eager: bool | None = None,
            remedies: t.Sequence[t.Any] = (), endpoint: t.Mapping[str, t.Any] | None = None,
-           image_id: str = "") -> dict[str, t.Any]:
-    """The complete record: the known-bad combinations' decision on enforce_eager, remedies, endpoint, image ID."""
+           image_id: str = "", image_ids: t.Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
+    """The complete record: the known-bad combinations' decision on enforce_eager, remedies, endpoint, image ID.
+
+    ``image_ids`` maps each member to the ID its Docker engine gives the serving image. One image has one ID on
+    engines of one kind, and another on a node with the containerd image store (Docker 29's default) next to a
+    graph-driver node: a rollback serves each node its own ID.
+    """
     record = {key: release[key] for key in RELEASE_KEYS}
     record["settings"] = dict(release["settings"])
     if enforce_eager is not None:
@@ -194,6 +204,14 @@ def finish(release: t.Mapping[str, t.Any], *, enforce_eager: bool | None = None,
     if record["settings"]["enforce_eager"] is None:
         raise ReleaseError("enforce_eager is still undecided: pass the known-bad combinations' decision")
     record["image_id"] = image_id or ""
+    ids = {}
+    for host, value in dict(image_ids or {}).items():
+        value = str(value or "").strip()
+        if value and not _ID.fullmatch(value):
+            raise ReleaseError(f"image_ids: {host}'s image ID must be sha256:<64 hex digits>, is {value!r}")
+        if value:
+            ids[str(host)] = value
+    record["image_ids"] = dict(sorted(ids.items()))
     record["remedies"] = list(remedies or [])
     endpoint = dict(endpoint or {})
     if endpoint:
@@ -343,11 +361,13 @@ def _short_id(image_id: t.Any) -> str:
     return text.split(":", 1)[1] if text.startswith("sha256:") else text
 
 
-def rollback_record(record: t.Mapping[str, t.Any] | None) -> dict[str, t.Any]:
-    """The stored record with its image named by ID, which is what a rollback serves.
+def rollback_record(record: t.Mapping[str, t.Any] | None, host: str | None = None) -> dict[str, t.Any]:
+    """The stored record with its image named by ID, which is what a rollback serves (on HOST, when given).
 
     A tag can have moved since the record was written (an overlay rebuilt under the same tag): the ID is the image
-    that served. A record without an ID (0.1.0's) keeps its image name, the only thing it knows.
+    that served. Each member serves the ID it recorded (``image_ids``: one image has two IDs across image stores);
+    a member the record does not list serves the head's ``image_id``. A record without an ID (0.1.0's) keeps its
+    image name, the only thing it knows.
     """
     if not isinstance(record, t.Mapping) or not record:
         raise ReleaseError("no release record to roll back to (release.json on the head): deploy the cluster first")
@@ -355,7 +375,8 @@ def rollback_record(record: t.Mapping[str, t.Any] | None) -> dict[str, t.Any]:
         raise ReleaseError(f"the release record has no image (keys: {', '.join(sorted(record))}):"
                            " it was not written by vllm_serve; deploy the cluster again")
     restore = dict(record)
-    image_id = str(record.get("image_id") or "").strip()
+    ids = record.get("image_ids") if isinstance(record.get("image_ids"), t.Mapping) else {}
+    image_id = str((ids.get(host) if host is not None else None) or record.get("image_id") or "").strip()
     if image_id:
         restore["image"] = image_id if image_id.startswith("sha256:") else "sha256:" + image_id
     return restore
@@ -365,15 +386,16 @@ def rollback_image_missing(record: t.Mapping[str, t.Any], present: t.Mapping[str
                            members: t.Sequence[str], cluster: str) -> str:
     """'' when every member has the image the rollback would serve, else the message that stops the rollout.
 
-    ``present`` maps each member to whether its Docker engine has the image (a member absent from it has not
-    answered, and counts as missing).
+    ``present`` maps each member to whether its Docker engine has the image (its own ID, ``rollback_record`` with
+    its name; a member absent from it has not answered, and counts as missing).
     """
-    image = rollback_record(record)["image"]
     missing = [host for host in members if not present.get(host)]
     if not missing:
         return ""
-    name = record.get("image") if record.get("image") != image else ""
-    return (f"{cluster}: the previous release's image {image}{' (' + name + ')' if name else ''} is not on"
+    images = [rollback_record(record, host)["image"] for host in missing]
+    name = record.get("image") if record.get("image") not in images else ""
+    shown = images[0] if len(set(images)) == 1 else ", ".join(f"{h}: {i}" for h, i in zip(missing, images))
+    return (f"{cluster}: the previous release's image {shown}{' (' + name + ')' if name else ''} is not on"
             f" {', '.join(missing)}, so a rollback could not serve it there. Nothing was switched: {cluster} keeps"
             " serving its release. Load that image on those nodes again (docker save/load, or the"
             " dgxspark.vllm.image_sync role with its ID), or pass -e rollout_rollback=false to roll out without a"

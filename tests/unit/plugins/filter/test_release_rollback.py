@@ -121,3 +121,32 @@ def test_prune_never_removes_untagged_images_and_refuses_non_lists():
     assert F["release_prune"]([f"r:<none> {OLD_ID}"]) == []
     with pytest.raises(AnsibleFilterError, match="keep_ids must be a list"):
         F["release_prune"](LISTING, keep_ids="sha256:x")
+
+
+# A mixed cluster (issue 15, 6): the head on a graph driver, a worker with the containerd image store. The one image
+# has an ID on each; a rollback serves each member its own.
+MIXED = dict(RECORD, image_ids={"spark-3": OLD_ID, "spark-4": OTHER_ID})
+
+
+def test_each_member_of_a_mixed_cluster_rolls_back_to_its_own_id():
+    assert F["release_rollback"](MIXED, host="spark-3")["image"] == OLD_ID
+    assert F["release_rollback"](MIXED, host="spark-4")["image"] == OTHER_ID
+    assert F["release_rollback"](MIXED, host="spark-5")["image"] == OLD_ID  # not listed: the head's ID
+    assert F["release_rollback"](MIXED)["image"] == OLD_ID
+
+
+def test_a_mixed_cluster_whose_members_hold_their_own_ids_stops_nothing_and_a_lacking_one_is_named_with_its_id():
+    members = ["spark-3", "spark-4"]
+    assert F["release_rollback_missing"](MIXED, present={"spark-3": True, "spark-4": True}, members=members,
+                                         cluster="c1") == ""
+    msg = F["release_rollback_missing"](MIXED, present={"spark-3": True}, members=members, cluster="c1")
+    assert msg.startswith(f"c1: the previous release's image {OTHER_ID} (dgxspark/vllm-hybrid:overlay-9a0b) is not on"
+                          " spark-4,")
+    msg = F["release_rollback_missing"](MIXED, present={}, members=members, cluster="c1")
+    assert f"spark-3: {OLD_ID}, spark-4: {OTHER_ID}" in msg
+
+
+def test_the_prune_keeps_each_members_own_id_of_the_previous_release():
+    listed = [f"dgxspark/vllm-hybrid:overlay-old {OTHER_ID}", f"dgxspark/vllm-hybrid:overlay-older {NEW_ID}"]
+    remove = F["release_prune"](listed, keep_names=["dgxspark/vllm-hybrid:overlay-new"], keep_ids=[OLD_ID, OTHER_ID])
+    assert remove == ["dgxspark/vllm-hybrid:overlay-older"]

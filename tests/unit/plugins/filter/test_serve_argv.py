@@ -220,6 +220,17 @@ def test_the_record_holds_image_model_settings_endpoint_remedies():
     assert json.loads(json.dumps(rec)) == rec  # what release.json holds
 
 
+def test_the_record_holds_every_members_image_id_and_refuses_one_that_is_not_an_id():
+    head, worker = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    wanted = F["release"](values())
+    rec = F["release_record"](wanted, enforce_eager=False, endpoint=ENDPOINT, image_id=head,
+                              image_ids={"spark-2": worker, "spark-1": head, "spark-3": ""})
+    assert rec["image_ids"] == {"spark-1": head, "spark-2": worker}  # an unknown ID is left out
+    assert F["release_compare"](dict(rec, image_ids={}), rec)["same"]  # IDs are not a change of release
+    with pytest.raises(AnsibleFilterError, match="rel-1: release_record: image_ids: spark-2's image ID must be"):
+        F["release_record"](wanted, enforce_eager=False, endpoint=ENDPOINT, image_ids={"spark-2": "x\n"}, host="rel-1")
+
+
 def test_compare_names_what_changed():
     old, new = release(), release(vllm_serve_image="img:2", vllm_serve_max_model_len=4096)
     diff = F["release_compare"](old, new)
