@@ -148,6 +148,27 @@ def pytest_xdist_make_scheduler(config, log):
     return EnginesApart(config, log)
 
 
+# An engine image that passes the hybrid gates and dies when `vllm serve` starts, as a wheel built for another CUDA does.
+BREAK = 'raise ImportError("libcudart.so.13: cannot open shared object file: No such file or directory")'
+API_SERVER = "/opt/venv/lib/python3.11/site-packages/vllm/entrypoints/openai/api_server.py"
+
+
+def broken_image_dockerfile(base, label):
+    """A Dockerfile on BASE (a lab engine image) whose `vllm serve` dies at start with BREAK in its log."""
+    return f"FROM {base}\nLABEL org.dgxspark.test.release={label}\nRUN printf '{BREAK}\\n' > {API_SERVER}\n"
+
+
+def load_into(image, *indexes):
+    """Copy IMAGE from this machine's engine into the lab nodes INDEXES (docker save | docker load, as a registry-less
+    field copy would be)."""
+    for i in indexes:
+        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)  # pylint: disable=consider-using-with
+        load = subprocess.run(["docker", "exec", "-i", node(i), "docker", "load", "-q"], stdin=save.stdout,
+                              capture_output=True, check=False)
+        save.stdout.close()
+        assert save.wait() == 0 and load.returncode == 0, load.stderr
+
+
 REPORTS = []
 
 

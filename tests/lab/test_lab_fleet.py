@@ -23,8 +23,8 @@ import urllib.request
 
 import pytest
 
-from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, fabric_ip, gateway_url, mgmt_ip, node,
-                    node_exec, run)
+from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, broken_image_dockerfile, fabric_ip, gateway_url,
+                    load_into, mgmt_ip, node, node_exec, run)
 
 NODES = 4
 BASE = "lab/vllm-node:0.14"
@@ -41,7 +41,6 @@ HEADS = {"pair1": 1, "pair2": 3}
 GATEWAY_PLAY = str(REPO / "playbooks" / "gateway.yml")
 DOOR_PORT = 8100
 ENGINE_URL = "http://127.0.0.1:8000"  # where each head's engine listens, with a gateway in the fleet
-BREAK = ('raise ImportError("libcudart.so.13: cannot open shared object file: No such file or directory")\n')
 
 
 def play(path, *args, inventory_extra=None, timeout=1500):
@@ -185,19 +184,8 @@ class Canary:
 
 def build_release_images():
     """NEW and BROKEN on this machine's engine, from the lab's 0.14 image."""
-    for tag, extra in ((NEW, "LABEL org.dgxspark.test.release=2\n"),
-                       (BROKEN, "LABEL org.dgxspark.test.release=2-broken\n"
-                                f"RUN printf '{BREAK.strip()}\\n' > /opt/venv/lib/python3.11/site-packages/vllm/entrypoints/openai/api_server.py\n")):
-        run(["docker", "build", "-q", "-t", tag, "-"], input_text=f"FROM {BASE}\n{extra}")
-
-
-def load_into(image, *indexes):
-    for i in indexes:
-        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "exec", "-i", node(i), "docker", "load", "-q"], stdin=save.stdout, check=True,
-                       stdout=subprocess.DEVNULL)
-        save.stdout.close()
-        assert save.wait() == 0
+    run(["docker", "build", "-q", "-t", NEW, "-"], input_text=f"FROM {BASE}\nLABEL org.dgxspark.test.release=2\n")
+    run(["docker", "build", "-q", "-t", BROKEN, "-"], input_text=broken_image_dockerfile(BASE, "2-broken"))
 
 
 def images_file(tmp_path, pair1, pair2):
