@@ -212,6 +212,7 @@ class TarGuard:
         self.capture = None  # the content of a member being read, or None when it is skipped
         self.kind = None  # what the captured member is: "pax", "longname" or a WATCHED name
         self.override = None  # the next member's name from a pax or GNU long-name header
+        self.size_override = None  # the next member's size from a pax header (members of 8 GiB and more)
         self.members = 0
 
     def feed(self, data):
@@ -245,6 +246,9 @@ class TarGuard:
             name, self.override = self.override, None
         kind = block[156:157]
         self.size = _octal(block[124:136], "size")
+        if self.size_override is not None and kind not in (b"x", b"g", b"L", b"K"):
+            # A pax size counts over the header's field, which cannot hold 8 GiB in octal (Go writes it so).
+            self.size, self.size_override = self.size_override, None
         self.remaining = (self.size + BLOCK - 1) // BLOCK * BLOCK
         self.members += 1
         member = name.decode("utf-8", "replace")
@@ -274,5 +278,10 @@ class TarGuard:
                 key, _eq, value = record.partition(b" ")[2].partition(b"=")
                 if key == b"path":
                     self.override = value
+                elif key == b"size":
+                    try:
+                        self.size_override = int(value)
+                    except ValueError:
+                        raise HostileArchive(f"the archive's pax size {value!r:.40} is not a number") from None
         else:
             check_names(kind, data)

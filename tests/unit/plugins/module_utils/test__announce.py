@@ -114,3 +114,24 @@ def test_announced_image_and_files(tmp_path):
                            ({"x": {"size": 1, "sha256": "nope"}}, "64 hex")]:
         with pytest.raises(a.NotAnnounced, match=message):
             a.models_text(None, "m", files)
+
+
+def pax_sized(name, data):
+    """A member whose size is in a pax record and 0 in its header's field, as Go's archive/tar writes a member of 8 GiB
+    and more (the octal field cannot hold it); here small, so the test stays small."""
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.pax_headers = {"size": str(len(data))}
+    head = bytearray(info.tobuf(tarfile.PAX_FORMAT))
+    head[-512 + 124:-512 + 136] = b"00000000000\0"
+    return bytes(head) + data + b"\0" * (-len(data) % 512)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_member_sized_by_pax_is_followed_to_the_manifest_after_it(seed):
+    blob = random.Random(seed).randbytes(5000)  # header-like garbage if the guard took the size field's 0
+    data = pax_sized("blobs/sha256/" + SHA, blob) + tar_bytes([("manifest.json", manifest(["evil:latest"]))])
+    with pytest.raises(a.HostileArchive, match="RepoTags evil:latest"):
+        feed_in_slices(data, seed)
+    clean = pax_sized("blobs/sha256/" + SHA, blob) + tar_bytes([("manifest.json", manifest(None))])
+    assert feed_in_slices(clean, seed).members == 3  # the pax header, the blob, the manifest
