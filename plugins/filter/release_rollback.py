@@ -14,7 +14,7 @@ description:
 - Returns the release record (C(release.json) on the head) with C(image) replaced by the record's C(image_id), so a
   rollback serves the image that served, even when its tag has since moved to another image (an overlay rebuilt
   under the same tag).
-- Given O(host), the image is that member's own ID from the record's C(image_ids): one image has another ID on a node
+- Given O(host), the image is that member's own ID from the record's C(image_ids), since one image has another ID on a node
   with the containerd image store than on a graph-driver node, so each member of a mixed cluster serves its own. A
   member the record does not list serves the head's C(image_id).
 - A record without an image ID (written by 0.1.0) keeps its image name.

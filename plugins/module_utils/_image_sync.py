@@ -12,6 +12,10 @@ model_sync and with the transfer program on the targets.
 
 from __future__ import annotations
 
+import re
+import typing as t
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import BLOCK, HostileArchive, _octal
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
     CONTENT_LABEL, IMAGE_PROTOCOL, human, is_image_id,
 )
@@ -80,7 +84,9 @@ def plan(source: dict, source_store: str, image: str, targets: list[dict], answe
         entry = {"name": name, "host": target["host"], "port": target.get("port", 22), "cluster": target.get("cluster"),
                  "reason": reason,
                  "before_id": before, "store": answer.get("store"), "free_bytes": answer.get("free_bytes"),
-                 "need_bytes": 0, "bytes": 0, "seconds": 0.0, "mb_per_s": 0.0}
+                 "need_bytes": 0, "bytes": 0, "seconds": 0.0, "mb_per_s": 0.0,
+                 # layers of the image this target holds (None: it did not say); the containerd store counts none
+                 "held": (0 if answer.get("store") == "containerd" else answer.get("held"))}
         if same:
             entry["action"] = "skip"
         elif answer.get("store") == source_store and (answer.get("id_image") or {}).get("id") == source["id"] \
@@ -105,8 +111,13 @@ def hop(entry: dict) -> dict:
     return {"host": entry["host"], "port": entry.get("port", 22), "name": entry["name"]}
 
 
-def inspect_header(image: str, image_id: str) -> dict:
-    return {"v": PROTOCOL, "op": "inspect", "image": image, "image_id": image_id}
+def inspect_header(image: str, image_id: str, layers: t.Sequence[str] | None = None) -> dict:
+    """An inspect request; with LAYERS (the image's diff IDs, base first) the target also says how many of them, from
+    the base, it holds (``held``)."""
+    header = {"v": PROTOCOL, "op": "inspect", "image": image, "image_id": image_id}
+    if layers:
+        header["layers"] = list(layers)
+    return header
 
 
 def tag_header(image: str, image_id: str) -> dict:
@@ -131,3 +142,153 @@ def chains(entries: list[dict], strategy: str) -> list[list[dict]]:
             grouped.setdefault(e.get("cluster"), []).append(e)
         return list(grouped.values())
     return [[e] for e in entries]
+
+
+# --------------------------------------------------------------------------- layer delta
+
+DIFF_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+BLOB_RE = re.compile(r"^(?:\./)?blobs/sha256/([0-9a-f]{64})$")
+
+
+def skippable(layers: t.Sequence[str], held: int) -> set[str]:
+    """The layer blobs (hex digests) an archive may leave out for targets that hold the first HELD of LAYERS: those
+    whose every use lies within the held prefix (a layer repeated above it is still needed there)."""
+    inside = {d.split(":", 1)[1] for d in layers[:held] if DIFF_ID_RE.match(d)}
+    return inside - {d.split(":", 1)[1] for d in layers[held:] if DIFF_ID_RE.match(d)}
+
+
+def delta_plan(entries: list[dict], layers: t.Sequence[str]) -> dict:
+    """What the one stream to every transferring target leaves out: the layers all of them hold (the fewest any
+    holds). ``{"held": k, "skip": set of hex digests}``; k is 0 when a target does not say (an older program)."""
+    moving = [e for e in entries if e["action"] == "transfer"]
+    held = min((int(e.get("held") or 0) for e in moving), default=0)
+    held = max(0, min(held, len(layers)))
+    return {"held": held, "skip": skippable(layers, held) if held else set()}
+
+
+class LayerFilter:
+    """A reader (``readinto``) of the archive SOURCE yields, without the layer blobs named in SKIP.
+
+    It follows the tar stream's headers (pax and GNU long names included) and drops a member ``blobs/sha256/<hex>``
+    whose hex is in SKIP, header, extended headers and data, passing every other byte unchanged. That is the OCI
+    layout ``docker save`` writes from Docker 25 on, where a layer blob is named by its digest (its diff ID when the
+    layer is kept uncompressed, as a graph driver keeps every layer). The legacy layout of older engines names layers
+    by their v1 ID, which says nothing of the content: nothing matches, and the archive passes whole.
+    Docker's load reads a layer from the archive only when its chain is not on the node already.
+    """
+
+    def __init__(self, source: t.Any, skip: t.Iterable[str], chunk: int = 1 << 20):
+        self.source = source
+        self.skip = set(skip)
+        self.chunk = memoryview(bytearray(chunk))
+        self.out = bytearray()
+        self.header = bytearray()
+        self.pending = bytearray()  # extended headers (pax, long name) waiting for the member they describe
+        self.pending_left = 0  # bytes of an extended header's data still to gather into pending
+        self.name_override: bytes | None = None
+        self.size_override: int | None = None
+        self.passing = 0  # data bytes (with padding) of a kept member still to pass
+        self.dropping = 0  # data bytes (with padding) of a dropped member still to drop
+        self.extended = b""  # the kind of the extended header being gathered
+        self.extended_size = 0
+        self.skipped_bytes = 0
+        self.skipped: list[str] = []
+        self.layout = "legacy"  # "oci" once a blobs/sha256/ member passes
+        self.ended = False
+
+    def readinto(self, view: memoryview) -> int:
+        while not self.out and not self.ended:
+            got = self.source.readinto(self.chunk)
+            if not got:
+                self.ended = True
+                if self.header or self.pending or self.passing or self.dropping:
+                    raise HostileArchive("the image archive ended inside a member")
+                break
+            self._feed(self.chunk[:got])
+        n = min(len(view), len(self.out))
+        view[:n] = self.out[:n]
+        del self.out[:n]
+        return n
+
+    def _feed(self, data: memoryview) -> None:
+        i, n = 0, len(data)
+        while i < n:
+            if self.passing:
+                take = min(self.passing, n - i)
+                self.out += data[i:i + take]
+                self.passing -= take
+                i += take
+            elif self.dropping:
+                take = min(self.dropping, n - i)
+                self.dropping -= take
+                i += take
+            elif self.pending_left:
+                take = min(self.pending_left, n - i)
+                self.pending += data[i:i + take]
+                self.pending_left -= take
+                i += take
+                if not self.pending_left:
+                    self._extended_done()
+            else:
+                take = min(BLOCK - len(self.header), n - i)
+                self.header += data[i:i + take]
+                i += take
+                if len(self.header) == BLOCK:
+                    block, self.header = bytes(self.header), bytearray()
+                    self._start(block)
+
+    def _start(self, block: bytes) -> None:
+        if block == b"\0" * BLOCK:
+            self.out += block  # end-of-archive blocks pass as they are
+            return
+        kind = block[156:157]
+        size = _octal(block[124:136], "size")
+        padded = (size + BLOCK - 1) // BLOCK * BLOCK
+        if kind in (b"x", b"L"):
+            if size > 1 << 20:
+                raise HostileArchive(f"an extended header of {size} bytes")
+            self.pending += block
+            self.extended, self.extended_size, self.pending_left = kind, size, padded
+            if not padded:
+                self._extended_done()
+            return
+        name = block[0:100].split(b"\0", 1)[0]
+        if block[257:262] == b"ustar":
+            prefix = block[345:500].split(b"\0", 1)[0]
+            if prefix:
+                name = prefix + b"/" + name
+        if self.name_override is not None:
+            name = self.name_override
+        if self.size_override is not None:
+            size = self.size_override
+            padded = (size + BLOCK - 1) // BLOCK * BLOCK
+        self.name_override = self.size_override = None
+        match = BLOB_RE.match(name.decode("utf-8", "replace"))
+        if match:
+            self.layout = "oci"
+        if match and match.group(1) in self.skip and kind in (b"0", b"\0"):
+            self.skipped.append(match.group(1))
+            self.skipped_bytes += size
+            self.pending = bytearray()
+            self.dropping = padded
+            return
+        self.out += self.pending
+        self.pending = bytearray()
+        self.out += block
+        self.passing = padded
+
+    def _extended_done(self) -> None:
+        data = bytes(self.pending[-((self.extended_size + BLOCK - 1) // BLOCK * BLOCK):][:self.extended_size]) \
+            if self.extended_size else b""
+        if self.extended == b"L":
+            self.name_override = data.split(b"\0", 1)[0]
+        else:
+            for record in data.split(b"\n"):
+                key, _eq, value = record.partition(b" ")[2].partition(b"=")
+                if key == b"path":
+                    self.name_override = value
+                elif key == b"size":
+                    try:
+                        self.size_override = int(value)
+                    except ValueError:
+                        raise HostileArchive(f"a pax size {value!r:.40} that is not a number") from None

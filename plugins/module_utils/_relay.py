@@ -122,6 +122,23 @@ def image_summary(attrs: dict | None) -> dict | None:
             "size": int(attrs.get("Size") or 0)}
 
 
+def held_prefix(layers: t.Sequence[str], held: t.Iterable[t.Sequence[str]]) -> int:
+    """How many of LAYERS, from the base, a node holds: the longest prefix LAYERS shares with the layers of one of the
+    node's images (HELD). A prefix is a chain ID: Docker's load skips a layer exactly when its chain is there."""
+    best = 0
+    for other in held:
+        n = 0
+        for mine, theirs in zip(layers, other or ()):
+            if mine != theirs:
+                break
+            n += 1
+        best = max(best, n)
+    return best
+
+
+MAX_LAYERS = 256  # more layers than an image can have (Docker's own limit is 127)
+
+
 def is_image_id(image: str) -> bool:
     return bool(IMAGE_ID_RE.match(image))
 
@@ -667,12 +684,16 @@ def close_reader(reader: t.Any) -> None:
         reader.close()
 
 
-def table(rows: list[dict], files: bool = False) -> list[str]:
-    """The per-node summary lines (node, action, [files,] bytes, seconds, MB/s) of image_sync and model_sync."""
+def table(rows: list[dict], files: bool = False, size: int | None = None) -> list[str]:
+    """The per-node summary lines (node, action, [files,] bytes, [of SIZE,] seconds, MB/s) of image_sync and model_sync.
+
+    With SIZE (an image's), each row's bytes also show as a share of it: what a layer delta spared."""
     files_head = f" {'files':>6}" if files else ""
-    lines = [f"{'node':<20} {'action':<9}{files_head} {'bytes':>14} {'seconds':>8} {'MB/s':>8}"]
+    size_head = f" {'of image':>9}" if size else ""
+    lines = [f"{'node':<20} {'action':<9}{files_head} {'bytes':>14}{size_head} {'seconds':>8} {'MB/s':>8}"]
     for row in rows:
         files_cell = f" {len(row.get('files') or []):>6}" if files else ""
-        lines.append(f"{row['name']:<20} {row['action']:<9}{files_cell} {row.get('bytes', 0):>14} "
+        size_cell = f" {100.0 * row.get('bytes', 0) / size:>8.1f}%" if size else ""
+        lines.append(f"{row['name']:<20} {row['action']:<9}{files_cell} {row.get('bytes', 0):>14}{size_cell} "
                      f"{row.get('seconds', 0):>8.1f} {row.get('mb_per_s', 0):>8.1f}")
     return lines

@@ -97,8 +97,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._model_files import 
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils._unified_memory import evict
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
-    CONTENT_LABEL, FRAME, IMAGE_ID_RE, MAX_FRAME, MAX_HEADER, PROTOCOL, PROTOCOLS, Hop, IdleReader, chain_results,
-    fingerprint, idle_timeout, image_summary, read_exact, read_full, ssh_argv, store_of,
+    CONTENT_LABEL, FRAME, IMAGE_ID_RE, MAX_FRAME, MAX_HEADER, MAX_LAYERS, PROTOCOL, PROTOCOLS, Hop, IdleReader,
+    chain_results, fingerprint, held_prefix, idle_timeout, image_summary, read_exact, read_full, ssh_argv, store_of,
 )
 
 IMAGE_OPS = ("inspect", "tag", "receive")
@@ -170,6 +170,10 @@ def validate_request(req):
     mark = req.get("fingerprint")
     if mark is not None and not (isinstance(mark, str) and IMAGE_ID_RE.match(mark)):
         raise RequestError("fingerprint must be sha256:<64 hex>")
+    layers = req.get("layers")
+    if layers is not None and (op != "inspect" or not isinstance(layers, list) or len(layers) > MAX_LAYERS
+                               or not all(isinstance(d, str) and IMAGE_ID_RE.match(d) for d in layers)):
+        raise RequestError(f"layers (inspect only) must be a list of at most {MAX_LAYERS} sha256:<64 hex> diff IDs")
     out = dict(req)
     out["ref"] = ref
     out["next"] = clean
@@ -419,7 +423,19 @@ def do_inspect(api, req):
     return {"v": PROTOCOL, "ok": True, "protocol": PROTOCOL, "store": store_of(info), "driver": info.get("Driver"),
             "docker_root": root, "free_bytes": st.f_bavail * st.f_frsize, "server_version": info.get("ServerVersion"),
             "ref_image": image_summary(inspect_or_none(api, req.get("ref"))),
-            "id_image": image_summary(inspect_or_none(api, req.get("image_id")))}
+            "id_image": image_summary(inspect_or_none(api, req.get("image_id"))),
+            **({"held": held_layers(api, req["layers"])} if req.get("layers") else {})}
+
+
+def held_layers(api, layers):
+    """How many of LAYERS (diff IDs, base first) this engine holds as one chain: a load needs none of them again."""
+    chains = []
+    for image_id in api.images(all=True, quiet=True):
+        try:
+            chains.append(((api.inspect_image(image_id).get("RootFS") or {}).get("Layers")) or [])
+        except Exception:  # pylint: disable=broad-except  # removed meanwhile: it holds nothing
+            continue
+    return held_prefix(layers, chains)
 
 
 def do_tag(api, req, config):

@@ -22,6 +22,14 @@ description:
     IDs, the creation time, the platform and the run configuration, which both stores show alike), then the repo
     digests; without any the IDs are compared with a warning. An identical target is skipped, and for a skipped target nothing is read from the source. A target
     that has the image under another name only gets the tag moved (no bytes).
+  - B(Layer delta.) The targets also say how many of the image's layers they hold already, from the base up (the
+    layers of any of their images; a rollout's new overlay shares all but its top layers with the release before it).
+    With O(delta) the stream leaves out the layer blobs every transferring target holds, and Docker's load, which reads
+    a layer only when its chain is not on the node, builds the same image (verified after the load as always). This
+    takes the OCI layout C(docker save) writes from Docker 25 on, where a layer is named by its digest; from an older
+    engine, or for a layer kept compressed (pulled into the containerd store), the archive passes whole. A target with
+    the containerd image store always gets the whole archive (its load looks for a left-out layer in its content
+    store, which need not keep it). C(delta) in the result says what was left out.
   - B(Disk preflight.) Every target that needs the image must have the image size (twice that for the containerd
     store) plus O(min_free_bytes) free on its Docker root. Otherwise the module fails naming each such node with its
     free space, and nothing is sent to any target.
@@ -90,6 +98,12 @@ options:
     description: Seconds the whole transfer may take; when exceeded the streams are cut, which leaves the targets as they were.
     type: int
     default: 3600
+  delta:
+    description:
+      - Leave out of the stream the layers every transferring target holds already (see B(Layer delta) above).
+      - V(false) always sends the whole archive.
+    type: bool
+    default: true
   tmp_tar:
     description:
       - Save the image to a temporary file in O(tmp_dir) first and stream from that file, instead of streaming from
@@ -196,6 +210,15 @@ targets:
   sample:
     - {name: spark-2, host: 192.168.100.11, action: transfer, bytes: 19330000000, seconds: 21.4, mb_per_s: 903.3,
        before_id: null, after_id: "sha256:4c0b...", reason: "vllm-node:latest is not on spark-2"}
+delta:
+  description:
+    - What the stream left out. C(layers) the image's layers, C(held) how many of them (from the base) every
+      transferring target holds, C(left_out) the layer blobs left out and C(bytes_left_out) their bytes, C(archive)
+      the source's archive layout (V(oci) from Docker 25 on, V(legacy) before, where nothing can be left out), C(reason) why
+      nothing was left out where that is so.
+  returned: when a target was transferred
+  type: dict
+  sample: {layers: 42, held: 40, left_out: 40, bytes_left_out: 19012345678, archive: oci, reason: null}
 bytes_sent:
   description: Bytes the source read from its engine and sent (once per chain; C(0) when nothing moved).
   returned: always
@@ -229,8 +252,9 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker
+from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import HostileArchive
 from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
-    PROTOCOL, chains, identity, inspect_header, plan, receive_header, tag_header,
+    PROTOCOL, LayerFilter, chains, delta_plan, identity, inspect_header, plan, receive_header, tag_header,
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
     CHUNK, LEASE_START, LEASE_TIMEOUT, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, IterReader, Progress, chain_results,
@@ -295,6 +319,26 @@ def save_stream(api, image_id: str, tmp_tar: bool, tmp_dir: str, cancelled=lambd
     return open(path, "rb"), path  # pylint: disable=consider-using-with  # closed by the caller
 
 
+def delta_result(delta: dict, layers: list, reader, transfers: list, wanted: bool) -> dict:
+    """The result's ``delta``: what the stream left out, or why nothing."""
+    out = {"layers": len(layers), "held": delta["held"], "left_out": len(getattr(reader, "skipped", [])),
+           "bytes_left_out": int(getattr(reader, "skipped_bytes", 0)), "archive": getattr(reader, "layout", None),
+           "reason": None}
+    if not wanted:
+        out["reason"] = "delta=false"
+    elif not delta["held"]:
+        no_answer = [e["name"] for e in transfers if e.get("held") is None]
+        containerd = [e["name"] for e in transfers if e.get("store") == "containerd"]
+        out["reason"] = (f"{', '.join(containerd)} keeps images in the containerd store: the whole archive" if containerd
+                         else f"{', '.join(no_answer)} did not say which layers it holds" if no_answer
+                         else "a transferring target holds none of the image's layers")
+    elif out["archive"] == "legacy":
+        out["reason"] = "the source's engine writes the legacy archive layout (before Docker 25): it passes whole"
+    elif not out["left_out"]:
+        out["reason"] = "no layer blob of the archive is named by a held layer's digest (compressed layers)"
+    return out
+
+
 def run_module() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -303,6 +347,7 @@ def run_module() -> None:
             "min_free_bytes": {"type": "int", "default": 5368709120},
             "strategy": {"type": "str", "choices": ["relay", "parallel"], "default": "relay"},
             "timeout": {"type": "int", "default": 3600},
+            "delta": {"type": "bool", "default": True},
             "tmp_tar": {"type": "bool", "default": False},
             "tmp_dir": {"type": "path", "default": "/var/tmp"},
             "status_file": {"type": "path"},
@@ -379,7 +424,9 @@ def run_module() -> None:
 
     # 1. identity and disk space on every target, in parallel
     answers, unreachable = {}, []
-    asked = ask_all(targets, inspect_header(image, source["id"]), argv_of, p["connect_timeout"] + 60)
+    layers = [d for d in (source_attrs.get("RootFS") or {}).get("Layers") or [] if isinstance(d, str)]
+    asked = ask_all(targets, inspect_header(image, source["id"], layers if p["delta"] else None), argv_of,
+                    p["connect_timeout"] + 60)
     for name, (answer, err) in asked.items():
         if answer is None or not answer.get("ok"):
             why = (answer or {}).get("error") or err or "no answer"
@@ -416,7 +463,7 @@ def run_module() -> None:
             if e["action"] != "transfer":
                 e["bytes"] = 0
         watch.stop()
-        result["table"] = table(entries)
+        result["table"] = table(entries, size=source["size"])
         result["elapsed"] = round(time.monotonic() - began, 3)
         progress.write(done=True)
         module.exit_json(**result)
@@ -461,14 +508,18 @@ def run_module() -> None:
             if cancel.reason:
                 kill_hops()  # a hop started while the watch was cancelling
             reader, tmp_path = save_stream(api, source["id"], p["tmp_tar"], p["tmp_dir"], lambda: bool(cancel.reason))
+            delta = delta_plan(transfers, layers) if p["delta"] else {"held": 0, "skip": set()}
+            if delta["skip"]:
+                reader = LayerFilter(reader, delta["skip"], CHUNK)
             try:
                 result["bytes_sent"] = pump(reader, [h for h, _m in hops], progress)
             finally:
-                close_reader(reader)
+                close_reader(getattr(reader, "source", reader))
+            result["delta"] = delta_result(delta, layers, reader, transfers, p["delta"])
             progress.set_phase("loading")
             for proc, _members in hops:
                 proc.finish(max(30.0, p["timeout"] - (time.monotonic() - started)))
-        except (DockerException, OSError) as exc:
+        except (DockerException, OSError, HostileArchive) as exc:
             for proc, _members in hops:
                 proc.kill()
                 proc.finish(10)
@@ -484,7 +535,7 @@ def run_module() -> None:
             result["seconds"] = round(time.monotonic() - started, 3)
             for e in transfers:
                 e["action"], e["error"] = "failed", "cancelled; its receiver aborted the load"
-            result["table"] = table(entries)
+            result["table"] = table(entries, size=source["size"])
             fail("the streams were cut, so every target was left as it was (no image loaded, no tag moved); rerun to "
                  "transfer")
         result["seconds"] = round(time.monotonic() - started, 3)
@@ -522,7 +573,7 @@ def run_module() -> None:
             e["action"], e["error"] = "failed", f"verification after the transfer failed: {reason}"
     result["diff"]["after"] = {e["name"]: e.get("after_id") for e in entries}
     result["changed"] = any(e["bytes"] > 0 for e in entries) or any(e["action"] == "tag" for e in entries)
-    result["table"] = table(entries)
+    result["table"] = table(entries, size=source["size"])
     failed = [e for e in entries if e["action"] == "failed"]
     if failed:
         fail(f"{image} did not reach every target (their previous tags are unchanged; rerun to complete): "

@@ -66,7 +66,7 @@ def mixed(lab, tmp_path_factory):
     trust.write_text(TRUST_PLAY)
     run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(trust), "-e", SOURCES], env=ansible_env())
     yield
-    run(["docker", "image", "rm", "-f", f"{IMAGE}:a", f"{IMAGE}:b"], check=False)
+    run(["docker", "image", "rm", "-f", f"{IMAGE}:a", f"{IMAGE}:b", f"{IMAGE}:delta"], check=False)
     # back to the session's lab: graph-driver engines on every node
     run([*LAB, "up", "--nodes", str(nodes), "--no-engine-images"], timeout=1800)
 
@@ -109,6 +109,35 @@ def test_an_unlabelled_image_moves_once_verified_by_content_and_a_rerun_moves_no
     assert facts[source]["fingerprint"] == facts[target]["fingerprint"] == first["source"]["fingerprint"]
     report(f"mixed stores {node(source)} -> {node(target)}: {entry['reason']}; {first['bytes_sent']} bytes once, "
            f"IDs {here['Id'][:19]} / {there['Id'][:19]}, one fingerprint, rerun sent 0")
+
+
+def test_a_new_image_on_a_donor_the_target_holds_sends_only_its_new_layer(mixed):
+    """Issue 17, 2: node 2 (Docker 26, which saves in the OCI layout) sends an image whose base node 1 holds already
+    (the first test moved it there): the stream leaves out the held layers, Docker 20.10's load takes the rest, and
+    the image is verified by content on node 1 as always."""
+    base, ref = f"{IMAGE}:a", f"{IMAGE}:delta"
+    assert inspect(1, base) and inspect(2, base), "the first test leaves the base on both nodes"
+    run(["docker", "build", "--no-cache", "-q", "-t", ref, "-"],
+        input_text=f"FROM {base}\nRUN busybox dd if=/dev/urandom of=/new bs=1M count=4\n")
+    load_into(ref, 2)
+    node_exec(node(1), "docker", "image", "rm", "-f", ref, check=False)
+    new_layer = inspect(2, ref)["Size"] - inspect(2, base)["Size"]
+    first, proc = sync(2, 1, ref)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    delta, entry = first["delta"], first["targets"][0]
+    assert delta["archive"] == "oci" and delta["held"] == len(inspect(2, base)["RootFS"]["Layers"]), delta
+    assert delta["left_out"] == delta["held"] and delta["bytes_left_out"] >= 20 << 20, delta
+    assert entry["action"] == "transfer" and entry["held"] == delta["held"], entry
+    here, there = inspect(2, ref), inspect(1, ref)
+    assert here["RootFS"]["Layers"] == there["RootFS"]["Layers"] and entry["after_id"] == there["Id"]
+    ratio = first["bytes_sent"] / new_layer
+    assert ratio <= 1.1, (first["bytes_sent"], new_layer)
+    assert "of image" in first["table"][0], first["table"]
+    again, proc = sync(2, 1, ref)
+    assert proc.returncode == 0 and again["bytes_sent"] == 0 and again["targets"][0]["action"] == "skip"
+    report(f"layer delta {node(2)} (Docker 26, OCI archive) -> {node(1)} (Docker 20.10): sent {first['bytes_sent']} "
+           f"bytes for a new layer of {new_layer} ({ratio:.3f}x), {delta['bytes_left_out']} bytes of {delta['held']} "
+           f"held layers left out, image {first['source']['size']} bytes; rerun sent 0")
 
 
 def image_facts(i, ref):

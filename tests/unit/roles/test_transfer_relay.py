@@ -54,6 +54,10 @@ def test_validate_request(R):
         {"v": 1, "op": "receive", "image_id": ID_A, "next": [{"host": "h", "name": "a b"}]},
         {"v": 1, "op": "receive", "image_id": ID_A, "ref": "a:1", "fingerprint": "md5:abc"},
         {"v": 1, "op": "receive", "image_id": ID_A, "ref": "a:1", "fingerprint": ["sha256:" + "e" * 64]},
+        {"v": 1, "op": "inspect", "image": "a:1", "layers": ["sha256:xyz"]},
+        {"v": 1, "op": "inspect", "image": "a:1", "layers": "sha256:" + "e" * 64},
+        {"v": 1, "op": "inspect", "image": "a:1", "layers": [ID_A] * (u.MAX_LAYERS + 1)},
+        {"v": 1, "op": "receive", "image_id": ID_A, "ref": "a:1", "layers": [ID_A]},
     ]
     for item in bad:
         with pytest.raises(R.RequestError):
@@ -304,3 +308,39 @@ def test_a_silent_sender_is_aborted_after_the_idle_timeout(R, capsys, tmp_path):
     assert rc == 1 and api.tags == [] and took < 5
     assert lines[0]["error"] == "no byte from the sender for 0.3 s (idle_timeout); the receive was aborted after 3 bytes"
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no timer left running
+
+
+class LayeredAPI(FakeAPI):
+    """An engine holding images by their layers (diff IDs, base first)."""
+
+    def __init__(self, images):
+        super().__init__()
+        self.held = images
+
+    def images(self, **_kw):
+        return list(self.held)
+
+    def inspect_image(self, ref):
+        if ref not in self.held:
+            raise NotFound(ref)
+        return {"Id": ref, "Config": {"Labels": {}}, "RootFS": {"Type": "layers", "Layers": self.held[ref]}}
+
+
+class NotFound(Exception):
+    """As the docker SDK's ImageNotFound: an HTTP 404."""
+
+    class response:  # pylint: disable=invalid-name,too-few-public-methods
+        status_code = 404
+
+
+def test_inspect_says_how_many_of_the_images_layers_the_node_holds_as_one_chain(R, monkeypatch):
+    real = os.statvfs("/")
+    monkeypatch.setattr(R.os, "statvfs", lambda _p: real)
+    donor, other = [ID_A, ID_B], ["sha256:" + "c" * 64]
+    api = LayeredAPI({"sha256:" + "1" * 64: donor, "sha256:" + "2" * 64: other})
+    new = donor + ["sha256:" + "d" * 64]
+    answer = R.do_inspect(api, R.validate_request({"v": 1, "op": "inspect", "image": "a:2", "layers": new}))
+    assert answer["held"] == 2
+    answer = R.do_inspect(api, R.validate_request({"v": 1, "op": "inspect", "image": "a:2", "layers": other[::-1] + new}))
+    assert answer["held"] == 1
+    assert "held" not in R.do_inspect(api, R.validate_request({"v": 1, "op": "inspect", "image": "a:2"}))

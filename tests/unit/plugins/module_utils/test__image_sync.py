@@ -4,11 +4,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import random
 import struct
+import tarfile
+
+import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_sync as img, _relay as u
+from ansible_collections.dgxspark.vllm.tests.unit.plugins.module_utils.test__announce import pax_sized
+
+s = img
 
 ID_A = "sha256:" + "a" * 64
 ID_B = "sha256:" + "b" * 64
@@ -239,6 +247,9 @@ def test_mb_per_s_human_and_table():
     with_files = u.table(rows, files=True)
     assert with_files[0].split() == ["node", "action", "files", "bytes", "seconds", "MB/s"]
     assert with_files[1].split() == ["n2", "sync", "1", "10", "1.0", "0.0"]
+    sized = u.table([{"name": "n2", "action": "transfer", "bytes": 25, "seconds": 1.0, "mb_per_s": 0.0}], size=1000)
+    assert sized[0].split() == ["node", "action", "bytes", "of", "image", "seconds", "MB/s"]
+    assert sized[1].split() == ["n2", "transfer", "25", "2.5%", "1.0", "0.0"]
 
 
 # The same image as `docker image inspect` shows it under Docker 20.10's overlay2 and under Docker 26's containerd
@@ -283,3 +294,110 @@ def test_identity_across_stores_by_fingerprint_when_unlabelled():
     # A content label still decides first.
     labelled = dict(src, content_label="p1")
     assert img.identity(labelled, "graphdriver", other, "i", "n")[0] is False
+
+
+# --- layer delta -------------------------------------------------------------------------------------------------
+
+def _d(c):
+    return "sha256:" + c * 64
+
+
+def test_held_prefix_is_the_longest_chain_a_node_holds():
+    layers = [_d("1"), _d("2"), _d("3")]
+    assert u.held_prefix(layers, [[_d("1"), _d("9")], [_d("1"), _d("2")], []]) == 2
+    assert u.held_prefix(layers, [[_d("2"), _d("3")]]) == 0  # the same layer on another base is another chain
+    assert u.held_prefix(layers, [layers + [_d("4")]]) == 3
+    assert u.held_prefix(layers, []) == 0
+
+
+def test_a_layer_repeated_above_the_held_prefix_is_still_sent():
+    layers = [_d("1"), _d("2"), _d("1"), _d("3")]
+    assert s.skippable(layers, 2) == {"2" * 64}
+    assert s.skippable(layers, 0) == set()
+
+
+def test_the_stream_leaves_out_what_every_transferring_target_holds():
+    entries = [{"action": "transfer", "held": 3}, {"action": "transfer", "held": 2}, {"action": "skip", "held": 0}]
+    layers = [_d("1"), _d("2"), _d("3"), _d("4")]
+    assert s.delta_plan(entries, layers) == {"held": 2, "skip": {"1" * 64, "2" * 64}}
+    assert s.delta_plan([{"action": "transfer"}], layers) == {"held": 0, "skip": set()}  # an older program says nothing
+
+
+def oci_archive(blobs, fmt=tarfile.PAX_FORMAT, extra=()):
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt) as tar:
+        for name, data in [("blobs/", None), ("blobs/sha256/", None)] + [("blobs/sha256/" + h, d) for h, d in blobs] + \
+                [("index.json", b"{}"), ("manifest.json", b"[]"), ("oci-layout", b"{}")] + list(extra):
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+class Odd:
+    """A reader that hands out its bytes in odd slices, as HTTP chunks come."""
+
+    def __init__(self, data, seed):
+        self.data, self.i, self.rng = data, 0, random.Random(seed)
+
+    def readinto(self, view):
+        n = min(len(view), self.rng.choice([1, 100, 511, 512, 513, 5000]), len(self.data) - self.i)
+        view[:n] = self.data[self.i:self.i + n]
+        self.i += n
+        return n
+
+
+def filtered(data, skip, seed=0):
+    flt = s.LayerFilter(Odd(data, seed), skip, chunk=4096)
+    out, buf = bytearray(), memoryview(bytearray(3000))
+    while True:
+        n = flt.readinto(buf)
+        if not n:
+            return flt, bytes(out)
+        out += buf[:n]
+
+
+@pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_filter_drops_the_held_blobs_and_passes_the_rest_unchanged(fmt, seed):
+    base, top = random.Random(seed).randbytes(20000), b"new layer" * 100
+    data = oci_archive([("a" * 64, base), ("b" * 64, top)], fmt, extra=[("d" * 120 + "/long", b"x")])
+    flt, out = filtered(data, {"a" * 64}, seed)
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        members = {m.name: tar.extractfile(m).read() if m.isfile() else None for m in tar}
+    assert "blobs/sha256/" + "a" * 64 not in members and members["blobs/sha256/" + "b" * 64] == top
+    assert members["d" * 120 + "/long"] == b"x" and members["manifest.json"] == b"[]"
+    assert flt.skipped == ["a" * 64] and flt.skipped_bytes == len(base) and flt.layout == "oci"
+    assert len(data) - len(out) >= len(base)
+
+
+def test_a_blob_sized_by_pax_is_dropped_whole():
+    big = random.Random(1).randbytes(7000)
+    data = pax_sized("blobs/sha256/" + "a" * 64, big) + oci_archive([("b" * 64, b"top")])
+    flt, out = filtered(data, {"a" * 64})
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        assert [m.name for m in tar if m.isfile()] == ["blobs/sha256/" + "b" * 64, "index.json", "manifest.json",
+                                                       "oci-layout"]
+    assert flt.skipped_bytes == 7000
+
+
+def test_a_legacy_archive_passes_byte_for_byte():
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in [("1" * 64 + "/layer.tar", b"L" * 3000), ("c" * 64 + ".json", b"{}"), ("manifest.json", b"[]")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    data = out.getvalue()
+    flt, passed = filtered(data, {"1" * 64})
+    assert passed == data and flt.layout == "legacy" and not flt.skipped
+
+
+def test_an_archive_cut_inside_a_member_is_an_error():
+    data = oci_archive([("a" * 64, b"z" * 5000)])
+    with pytest.raises(s.HostileArchive, match="ended inside a member"):
+        filtered(data[:1500], set())
