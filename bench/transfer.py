@@ -15,7 +15,13 @@ Before each case the image is removed from the peers, so every transfer is a fre
 tx_bytes counter of every node is read before and after each case. The order of the cases alternates between rounds,
 and the table shows the median of the rounds. See bench/README.md for how to read it.
 
-Usage: python3 bench/transfer.py [--image lab/vllm-node:0.14] [--rounds N] [--keep-lab]
+With --delta it measures the layer delta instead (issue 17): node 1 becomes a Docker 26 node (the lab's containerd
+store node, whose `docker save` writes the OCI layout of Docker 25 and later, as DGX OS's Docker does), node 2 holds
+IMAGE (the donor) already, and a new image (IMAGE plus one layer of --new-mb MB, a rollout's overlay) moves from node
+1 to node 2 with image_sync, the delta on and off in turn (each round removes the new image from node 2 again). It
+prints the bytes the source sent against the new layer's size and against the whole archive, in the same run.
+
+Usage: python3 bench/transfer.py [--image lab/vllm-node:0.14] [--rounds N] [--keep-lab] [--delta [--new-mb 64]]
 The lab (lab/lab.py) is brought up or grown to four nodes as needed and given back as it was found, unless --keep-lab.
 Honours DGXSPARK_LAB_PREFIX, DGXSPARK_LAB_MGMT_SUBNET and DGXSPARK_LAB_FABRIC_SUBNET like the lab itself.
 """
@@ -56,6 +62,9 @@ TRUST_PLAY = """---
 - name: Transfer trust (bench)
   hosts: spark_pairs
   gather_facts: false
+  pre_tasks:
+    - name: Publish the fleet (no preflight here; the inventory gives the fabric IPs)
+      dgxspark.vllm.fleet:
   roles:
     - role: dgxspark.vllm.node_trust
 """
@@ -242,9 +251,9 @@ def announce(image: str, peers: tuple[int, ...]) -> None:
          "-a", json.dumps(args)], env=ansible_env())
 
 
-def image_sync(image: str, peers: tuple[int, ...]) -> dict:
+def image_sync(image: str, peers: tuple[int, ...], delta: bool = True) -> dict:
     announce(image, peers)
-    args = {"image": image, "targets": [{"host": fabric_ip(i), "name": node(i)} for i in peers]}
+    args = {"image": image, "targets": [{"host": fabric_ip(i), "name": node(i)} for i in peers], "delta": delta}
     proc = run([BIN / "ansible", "-i", INVENTORY, node(1), "-m", "dgxspark.vllm.image_sync", "-a", json.dumps(args)],
                check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
     match = re.search(r"\| (?:SUCCESS|CHANGED|FAILED!?) => (\{.*)", proc.stdout, re.S)
@@ -368,15 +377,75 @@ def report(image: str, rows: list[dict], rounds: int, archive: int, size: int) -
     return lines
 
 
+def load(image: str, i: int) -> None:
+    save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)  # pylint: disable=consider-using-with
+    done = subprocess.run(["docker", "exec", "-i", node(i), "docker", "load", "-q"], stdin=save.stdout,
+                          capture_output=True, check=False)
+    save.stdout.close()
+    if save.wait() != 0 or done.returncode != 0:
+        raise SystemExit(f"bench: loading {image} into {node(i)} failed: {done.stderr.decode(errors='replace')}")
+
+
+def delta_bench(args: argparse.Namespace) -> int:
+    """The layer delta: a new image on a donor node 2 holds, from a Docker 26 node 1, delta on and off in turn."""
+    before_nodes = len(lab_nodes())
+    log(f"lab {PREFIX}: node 1 becomes a Docker 26 node (containerd store), node 2 a Docker 20.10 node")
+    run([*LAB, "up", "--nodes", str(max(2, before_nodes)), "--no-engine-images", "--containerd-store", "1"], timeout=1800)
+    new = f"dgxspark-bench/delta:{os.getpid()}"
+    ensure_image(args.image)
+    run(["docker", "build", "--no-cache", "-q", "-t", new, "-"],
+        input_text=f"FROM {args.image}\nRUN head -c {args.new_mb}M /dev/urandom > /bench-new-layer\n")
+    try:
+        load(args.image, 2)
+        load(new, 1)
+        node_trust("present")
+        size = int(nexec(1, "docker", "image", "inspect", "--format", "{{.Size}}", new).stdout)
+        layer = size - int(nexec(1, "docker", "image", "inspect", "--format", "{{.Size}}", args.image).stdout)
+        rows = []
+        for r in range(args.rounds):
+            for delta in ((True, False) if r % 2 == 0 else (False, True)):
+                nexec(2, "docker", "image", "rm", "-f", new, check=False)
+                result = image_sync(new, (2,), delta=delta)
+                rows.append({"delta": delta, "bytes": result["bytes_sent"], "seconds": result["elapsed"],
+                             "left_out": (result.get("delta") or {}).get("left_out")})
+                log(f"  round {r + 1} delta={'on ' if delta else 'off'} {result['bytes_sent']:>12} bytes "
+                    f"{result['elapsed']:6.2f} s")
+        on = [x for x in rows if x["delta"]]
+        off = [x for x in rows if not x["delta"]]
+        sent_on, sent_off = median([x["bytes"] for x in on]), median([x["bytes"] for x in off])
+        time_on, time_off = median([x["seconds"] for x in on]), median([x["seconds"] for x in off])
+        print(f"layer delta, {args.rounds} round(s), medians; {node(1)} Docker 26 (OCI archive) -> {node(2)} "
+              f"Docker 20.10 holding {args.image}:")
+        print(f"  new layer {layer} bytes, whole image {size} bytes")
+        print(f"  delta on : sent {sent_on:>12.0f} bytes = {sent_on / layer:.3f}x the new layer (goal <= 1.1x), "
+              f"{sent_on / sent_off:.4f}x the whole archive; {time_on:.2f} s; {on[0]['left_out']} layer blobs left out")
+        print(f"  delta off: sent {sent_off:>12.0f} bytes = the whole archive; {time_off:.2f} s "
+              f"(delta on takes {time_on / time_off:.2f}x the time)")
+    finally:
+        for i in (1, 2):
+            nexec(i, "docker", "image", "rm", "-f", new, check=False)
+        run(["docker", "image", "rm", "-f", new], check=False)
+        if not args.keep_lab:  # back to graph-driver nodes, as many as the session had
+            if before_nodes == 0:
+                run([*LAB, "down", "--keep-images"], check=False)
+            else:
+                run([*LAB, "up", "--nodes", str(before_nodes), "--no-engine-images"], check=False, timeout=1800)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench/transfer.py", description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--image", default="lab/vllm-node:0.14", help="the image to move (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every case; the table shows medians")
     parser.add_argument("--keep-lab", action="store_true",
                         help="leave the lab as the bench left it (four nodes, trust, image on node 1)")
+    parser.add_argument("--delta", action="store_true", help="measure the layer delta instead (see above)")
+    parser.add_argument("--new-mb", type=int, default=64, help="--delta: the new layer's size in MB")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.delta:
+        return delta_bench(args)
     load_before = os.getloadavg()
 
     before_nodes = len(lab_nodes())

@@ -175,7 +175,10 @@ def completion(served):
     req = urllib.request.Request(f"{api_url(1)}/v1/chat/completions", data=body.encode(),
                                  headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as answer:
-        return json.load(answer)["choices"][0]["message"]["content"]
+        message = json.load(answer)["choices"][0]["message"]
+    text = message.get("content") or message.get("reasoning_content") or message.get("reasoning")
+    assert text, message
+    return text
 
 
 @pytest.fixture(scope="module")
