@@ -165,6 +165,21 @@ WATCHED = ("manifest.json", "repositories", "index.json")
 BLOCK = 512
 
 
+def pax_fields(data):
+    """(path, size) a pax extended header's records give the next member (None where a record is absent)."""
+    path = size = None
+    for record in data.split(b"\n"):
+        key, _eq, value = record.partition(b" ")[2].partition(b"=")
+        if key == b"path":
+            path = value
+        elif key == b"size":
+            try:
+                size = int(value)
+            except ValueError:
+                raise HostileArchive(f"the archive's pax size {value!r:.40} is not a number") from None
+    return path, size
+
+
 def _octal(field, what):
     if field and field[0] & 0x80:  # base-256 (GNU) for large sizes
         value = int.from_bytes(field[1:], "big") | ((field[0] & 0x3F) << (8 * (len(field) - 1)))
@@ -274,14 +289,10 @@ class TarGuard:
         if kind == "longname":
             self.override = data.split(b"\0", 1)[0]
         elif kind == "pax":
-            for record in data.split(b"\n"):
-                key, _eq, value = record.partition(b" ")[2].partition(b"=")
-                if key == b"path":
-                    self.override = value
-                elif key == b"size":
-                    try:
-                        self.size_override = int(value)
-                    except ValueError:
-                        raise HostileArchive(f"the archive's pax size {value!r:.40} is not a number") from None
+            path, size = pax_fields(data)
+            if path is not None:
+                self.override = path
+            if size is not None:
+                self.size_override = size
         else:
             check_names(kind, data)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import typing as t
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import BLOCK, HostileArchive, _octal
+from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import BLOCK, HostileArchive, _octal, pax_fields
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
     CONTENT_LABEL, IMAGE_PROTOCOL, human, is_image_id,
 )
@@ -283,12 +283,6 @@ class LayerFilter:
         if self.extended == b"L":
             self.name_override = data.split(b"\0", 1)[0]
         else:
-            for record in data.split(b"\n"):
-                key, _eq, value = record.partition(b" ")[2].partition(b"=")
-                if key == b"path":
-                    self.name_override = value
-                elif key == b"size":
-                    try:
-                        self.size_override = int(value)
-                    except ValueError:
-                        raise HostileArchive(f"a pax size {value!r:.40} that is not a number") from None
+            path, size = pax_fields(data)
+            self.name_override = path if path is not None else self.name_override
+            self.size_override = size if size is not None else self.size_override
