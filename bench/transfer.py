@@ -15,8 +15,8 @@ Before each case the image is removed from the peers, so every transfer is a fre
 tx_bytes counter of every node is read before and after each case. The order of the cases alternates between rounds,
 and the table shows the median of the rounds. See bench/README.md for how to read it.
 
-With --delta it measures the layer delta instead (issue 17): node 1 becomes a Docker 26 node (the lab's containerd
-store node, whose `docker save` writes the OCI layout of Docker 25 and later, as DGX OS's Docker does), node 2 holds
+With --delta it measures the layer delta instead (issue 17): node 1 becomes a Docker 26 node with overlay2 (`lab.py
+up --docker26 1`: the OCI archive layout of Docker 25 and later and a graph driver, as DGX OS's Docker 28), node 2 holds
 IMAGE (the donor) already, and a new image (IMAGE plus one layer of --new-mb MB, a rollout's overlay) moves from node
 1 to node 2 with image_sync, the delta on and off in turn (each round removes the new image from node 2 again). It
 prints the bytes the source sent against the new layer's size and against the whole archive, in the same run.
@@ -389,8 +389,8 @@ def load(image: str, i: int) -> None:
 def delta_bench(args: argparse.Namespace) -> int:
     """The layer delta: a new image on a donor node 2 holds, from a Docker 26 node 1, delta on and off in turn."""
     before_nodes = len(lab_nodes())
-    log(f"lab {PREFIX}: node 1 becomes a Docker 26 node (containerd store), node 2 a Docker 20.10 node")
-    run([*LAB, "up", "--nodes", str(max(2, before_nodes)), "--no-engine-images", "--containerd-store", "1"], timeout=1800)
+    log(f"lab {PREFIX}: node 1 becomes a Docker 26 node (overlay2), node 2 a Docker 20.10 node")
+    run([*LAB, "up", "--nodes", str(max(2, before_nodes)), "--no-engine-images", "--docker26", "1"], timeout=1800)
     new = f"dgxspark-bench/delta:{os.getpid()}"
     ensure_image(args.image)
     run(["docker", "build", "--no-cache", "-q", "-t", new, "-"],
@@ -414,7 +414,7 @@ def delta_bench(args: argparse.Namespace) -> int:
         off = [x for x in rows if not x["delta"]]
         sent_on, sent_off = median([x["bytes"] for x in on]), median([x["bytes"] for x in off])
         time_on, time_off = median([x["seconds"] for x in on]), median([x["seconds"] for x in off])
-        print(f"layer delta, {args.rounds} round(s), medians; {node(1)} Docker 26 (OCI archive) -> {node(2)} "
+        print(f"layer delta, {args.rounds} round(s), medians; {node(1)} Docker 26 (overlay2) -> {node(2)} "
               f"Docker 20.10 holding {args.image}:")
         print(f"  new layer {layer} bytes, whole image {size} bytes")
         print(f"  delta on : sent {sent_on:>12.0f} bytes = {sent_on / layer:.3f}x the new layer (goal <= 1.1x), "

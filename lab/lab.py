@@ -25,7 +25,9 @@ cabled as Sparks are:
 
 - Every engine is Debian 12's Docker 20.10 (overlay2) unless ``up
   --containerd-store N`` makes node N a Debian 13 node with Docker 26 and the
-  containerd image store (the mixed-store pair).
+  containerd image store (the mixed-store pair), or ``up --docker26 N`` a
+  Debian 13 node with Docker 26 and overlay2 (a graph driver, as DGX OS's
+  Docker 28 keeps images; its ``docker save`` writes the OCI layout).
 
 With ``up --gateway`` a gateway box ``<prefix>-gw`` joins the LAN only (no fabric): Docker, sshd and python3
 as on the nodes, in the inventory group ``dgxspark_gateway`` (roles/gateway runs HAProxy there).
@@ -112,14 +114,15 @@ HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 BASE_IMAGE = "dgxspark-lab/base:bookworm"
 # A node with the containerd image store (`up --containerd-store N`): Docker 26 from Debian 13 with the containerd
 # snapshotter, as fresh Docker 29 installs (and DGX OS images that follow them) keep images; the other nodes stay on
-# Debian 12's Docker 20.10 and its overlay2 graph driver. A pair of the two is the mixed-store case.
+# Debian 12's Docker 20.10 and its overlay2 graph driver. A pair of the two is the mixed-store case. `up --docker26 N`
+# runs the same Docker 26 with overlay2: an engine of today's archive format (OCI layout, from Docker 25) and store.
 TRIXIE_SUITE = "trixie"
 TRIXIE_BASE_IMAGE = "dgxspark-lab/base:trixie"
 # Overridable so that labs built from different node recipes can run side by side.
 # The tag changes with what the node's init does (3: a boot restores the fabric names, route and RDMA, and starts
 # with the node's weights out of the page cache).
 NODE_IMAGE = os.environ.get("DGXSPARK_LAB_NODE_IMAGE", "dgxspark-lab/node:3")
-NODE_IMAGE_CONTAINERD = "dgxspark-lab/node:3-trixie"
+NODE_IMAGE_TRIXIE = "dgxspark-lab/node:3-trixie"
 TINY_IMAGE = "dgxspark-lab/tiny:latest"
 
 
@@ -386,10 +389,10 @@ def build_images(names: list[str]) -> None:
     if "node" in wanted:
         node_dir = LAB / "images" / "node"
         docker_build(NODE_IMAGE, node_dir / "Dockerfile", node_dir, hash_inputs("node", base_inputs, node_dir), BASE_IMAGE)
-    if "node-containerd" in wanted:  # the same recipe on Debian 13 (Docker 26)
+    if "node-containerd" in wanted:  # the same recipe on Debian 13 (Docker 26): containerd-store and docker26 nodes
         node_dir = LAB / "images" / "node"
         trixie_inputs = build_base(TRIXIE_SUITE, TRIXIE_BASE_IMAGE)
-        docker_build(NODE_IMAGE_CONTAINERD, node_dir / "Dockerfile", node_dir,
+        docker_build(NODE_IMAGE_TRIXIE, node_dir / "Dockerfile", node_dir,
                      hash_inputs("node", trixie_inputs, node_dir), TRIXIE_BASE_IMAGE)
     for name in wanted:
         if name not in ENGINE_IMAGES:
@@ -470,15 +473,19 @@ TOPOLOGIES = ("pair", "switch")
 CLUSTER_SIZE = STATE / f"cluster-size-{PREFIX}"
 
 
-CONTAINERD_NODES = STATE / f"containerd-nodes-{PREFIX}"
+NODE_STORES = STATE / f"node-stores-{PREFIX}"
+# A node's engine: graphdriver (Debian 12's Docker 20.10, overlay2), docker26 (Debian 13's Docker 26, overlay2) or
+# containerd (Debian 13's Docker 26 with the containerd image store).
+ENGINES = ("graphdriver", "docker26", "containerd")
 
 
-def containerd_nodes() -> set[int]:
-    """The nodes whose engine keeps images in the containerd store (`up --containerd-store N`)."""
+def node_engine(i: int) -> str:
+    """Node I's engine, as `up --containerd-store` / `--docker26` made it (graphdriver unless one named it)."""
     try:
-        return {int(x) for x in CONTAINERD_NODES.read_text().split()}
+        stores = dict(line.split() for line in NODE_STORES.read_text().splitlines() if line.strip())
     except (OSError, ValueError):
-        return set()
+        return "graphdriver"
+    return stores.get(str(i), "graphdriver")
 
 
 def cluster_size() -> int:
@@ -677,7 +684,7 @@ def start_gateway() -> None:
 
 def start_node(i: int) -> None:
     name = node_name(i)
-    store = "containerd" if i in containerd_nodes() else "graphdriver"
+    store = node_engine(i)
     mgmt_ip, _, _ = node_addrs(i)
     if run(["docker", "container", "inspect", name], check=False, quiet=True).returncode == 0:
         state = out(["docker", "container", "inspect", "--format", "{{.State.Running}}", name])
@@ -704,9 +711,9 @@ def start_node(i: int) -> None:
          # The node's dockerd may hand the verbs devices (char 231) and rdma_cm (misc, char 10) on to containers.
          "--device-cgroup-rule", "c 231:* rmw", "--device-cgroup-rule", "c 10:* rmw",
          "--label", f"{LABEL}.rdma={'1' if RDMA else '0'}", "--label", f"{LABEL}.store={store}",
-         "--env", f"LAB_DOCKER_STORE={store}",
+         "--env", f"LAB_DOCKER_STORE={'containerd' if store == 'containerd' else 'graphdriver'}",
          "--label", f"{LABEL}=node", "--label", f"{LABEL}.prefix={PREFIX}", "--label", f"{LABEL}.index={i}",
-         NODE_IMAGE_CONTAINERD if store == "containerd" else NODE_IMAGE], quiet=True)
+         NODE_IMAGE if store == "graphdriver" else NODE_IMAGE_TRIXIE], quiet=True)
     wire_fabric(i)
     # Route outbound traffic (package mirrors) through mgmt, as a Spark's 10GbE port does.
     links = json.loads(dexec(name, "ip", "-j", "-4", "addr", "show").stdout.decode())
@@ -938,10 +945,14 @@ def fill_cache(nodes: list[str]) -> None:
 def cmd_up(args: argparse.Namespace) -> None:
     if not 1 <= args.nodes <= MAX_NODES:
         die(f"--nodes must be between 1 and {MAX_NODES}")
-    bad = [n for n in args.containerd_store if not 1 <= n <= args.nodes]
-    if bad:
-        die(f"--containerd-store {bad[0]}: there is no node {bad[0]} in a lab of {args.nodes}")
-    build_images(["base", "tiny", "node"] + (["node-containerd"] if args.containerd_store else [])
+    for flag, wanted in (("--containerd-store", args.containerd_store), ("--docker26", args.docker26)):
+        bad = [n for n in wanted if not 1 <= n <= args.nodes]
+        if bad:
+            die(f"{flag} {bad[0]}: there is no node {bad[0]} in a lab of {args.nodes}")
+    both = sorted(set(args.containerd_store) & set(args.docker26))
+    if both:
+        die(f"node {both[0]} cannot be both --containerd-store and --docker26")
+    build_images(["base", "tiny", "node"] + (["node-containerd"] if args.containerd_store or args.docker26 else [])
                  + ([] if args.no_engine_images else
                     [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()
                      and n not in WHEELHOUSE_IMAGES]))
@@ -958,7 +969,8 @@ def cmd_up(args: argparse.Namespace) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     TOPOLOGY.write_text(args.fabric_topology + "\n")
     CLUSTER_SIZE.write_text(f"{args.cluster_size}\n")
-    CONTAINERD_NODES.write_text("".join(f"{n}\n" for n in sorted(set(args.containerd_store))))
+    NODE_STORES.write_text("".join(f"{n} containerd\n" for n in sorted(set(args.containerd_store)))
+                           + "".join(f"{n} docker26\n" for n in sorted(set(args.docker26))))
     pairs = sorted({pair_of(i) for i in range(1, args.nodes + 1)}) if args.cluster_size > 1 else []
     unwire_stale([n for n in existing if n not in extra], {net for pair in pairs for net, _ in fabric_nets(pair)})
     for pair in pairs:
@@ -1028,7 +1040,7 @@ def cmd_down(args: argparse.Namespace) -> None:
     CABLING.unlink(missing_ok=True)
     TOPOLOGY.unlink(missing_ok=True)
     CLUSTER_SIZE.unlink(missing_ok=True)
-    CONTAINERD_NODES.unlink(missing_ok=True)
+    NODE_STORES.unlink(missing_ok=True)
     for subnet in all_fabric_subnets():
         run(["ip", "route", "del", "unreachable", subnet], check=False, quiet=True)
     log("lab is down")
@@ -1083,6 +1095,9 @@ def main(argv: list[str]) -> None:
                    help="node N's engine is Docker 26 (Debian 13) keeping images in the containerd store; the others "
                         "run Docker 20.10 with overlay2 (repeatable; without it, `up` makes every node a graph-driver "
                         "node again)")
+    p.add_argument("--docker26", type=int, action="append", default=[], metavar="N",
+                   help="node N's engine is Docker 26 (Debian 13) with overlay2, whose `docker save` writes the OCI "
+                        "layout of Docker 25 and later (repeatable)")
     p.add_argument("--fabric-mtu", type=int, default=FABRIC_MTU, metavar="MTU",
                    help="MTU of the fabric links (default 1500 as NVIDIA's netplan leaves them, or DGXSPARK_LAB_FABRIC_MTU)")
     p = sub.add_parser("down", help="remove the lab")

@@ -165,6 +165,13 @@ WATCHED = ("manifest.json", "repositories", "index.json")
 BLOCK = 512
 
 
+def header_name(block):
+    """The member name of a tar header BLOCK, with its ustar prefix (before any pax or GNU long name)."""
+    name = block[0:100].split(b"\0", 1)[0]
+    prefix = block[345:500].split(b"\0", 1)[0] if block[257:262] == b"ustar" else b""
+    return prefix + b"/" + name if prefix else name
+
+
 def pax_fields(data):
     """(path, size) a pax extended header's records give the next member (None where a record is absent)."""
     path = size = None
@@ -253,10 +260,7 @@ class TarGuard:
     def _start(self, block):
         if block == b"\0" * BLOCK:
             return  # end-of-archive blocks (or padding)
-        name = block[0:100].split(b"\0", 1)[0]
-        prefix = block[345:500].split(b"\0", 1)[0] if block[257:262] == b"ustar" else b""
-        if prefix:
-            name = prefix + b"/" + name
+        name = header_name(block)
         if self.override is not None:
             name, self.override = self.override, None
         kind = block[156:157]

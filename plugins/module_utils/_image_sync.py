@@ -15,7 +15,9 @@ from __future__ import annotations
 import re
 import typing as t
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import BLOCK, HostileArchive, _octal, pax_fields
+from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import (
+    BLOCK, HostileArchive, _octal, header_name, pax_fields,
+)
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
     CONTENT_LABEL, IMAGE_PROTOCOL, human, is_image_id,
 )
@@ -252,13 +254,7 @@ class LayerFilter:
             if not padded:
                 self._extended_done()
             return
-        name = block[0:100].split(b"\0", 1)[0]
-        if block[257:262] == b"ustar":
-            prefix = block[345:500].split(b"\0", 1)[0]
-            if prefix:
-                name = prefix + b"/" + name
-        if self.name_override is not None:
-            name = self.name_override
+        name = header_name(block) if self.name_override is None else self.name_override
         if self.size_override is not None:
             size = self.size_override
             padded = (size + BLOCK - 1) // BLOCK * BLOCK

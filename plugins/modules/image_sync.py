@@ -26,8 +26,9 @@ description:
     layers of any of their images; a rollout's new overlay shares all but its top layers with the release before it).
     With O(delta) the stream leaves out the layer blobs every transferring target holds, and Docker's load, which reads
     a layer only when its chain is not on the node, builds the same image (verified after the load as always). This
-    takes the OCI layout C(docker save) writes from Docker 25 on, where a layer is named by its digest; from an older
-    engine, or for a layer kept compressed (pulled into the containerd store), the archive passes whole. A target with
+    takes the OCI layout C(docker save) writes from Docker 25 on, where a layer kept uncompressed (as a graph driver
+    keeps them) is named by its diff ID; from an older engine the archive passes whole, and from a source with the
+    containerd store, which keeps layers compressed, it seldom applies. A target with
     the containerd image store always gets the whole archive (its load looks for a left-out layer in its content
     store, which need not keep it). C(delta) in the result says what was left out.
   - B(Disk preflight.) Every target that needs the image must have the image size (twice that for the containerd

@@ -110,6 +110,8 @@ OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the 
                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
                "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
                "tests/lab/test_lab_gateway_config.py",
+               # it remakes node 1 as a Docker 26 node, and makes it a Docker 20.10 node again at the end
+               "tests/lab/test_lab_image_delta.py",
                # last: it remakes node 2 with the containerd store, and makes it a graph-driver node again at the end
                "tests/lab/test_lab_image_store.py")
 ORDER = ENGINE_FILES + OTHER_FILES
@@ -167,6 +169,25 @@ def load_into(image, *indexes):
                               capture_output=True, check=False)
         save.stdout.close()
         assert save.wait() == 0 and load.returncode == 0, load.stderr
+
+
+def image_inspect(i, ref):
+    """`docker image inspect REF` on node I (None when it is not there)."""
+    proc = node_exec(node(i), "docker", "image", "inspect", ref, check=False)
+    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+
+
+def image_sync_to(source, target, ref, **options):
+    """What the image_sync role does, one target: announce REF (its ID and size on node SOURCE) to node TARGET, then
+    run the image_sync module on SOURCE towards it (OPTIONS: more module arguments). (result, process)."""
+    attrs = image_inspect(source, ref)
+    announce = {"images": [{"ref": ref, "id": attrs["Id"], "bytes": attrs["Size"]}]}
+    run([str(BIN / "ansible"), "-i", str(INVENTORY), node(target), "-m", "dgxspark.vllm.transfer_announce", "-a",
+         json.dumps(announce)], env=ansible_env())
+    args = {"image": ref, "targets": [{"host": fabric_ip(target), "name": node(target)}], **options}
+    proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), node(source), "-m", "dgxspark.vllm.image_sync", "-a",
+                json.dumps(args)], check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
+    return parse_adhoc(proc.stdout), proc
 
 
 REPORTS = []

@@ -335,14 +335,16 @@ def serving_image_id(i, container):
 
 
 def test_a0_a_rollout_stops_before_the_switch_when_a_worker_lacks_the_previous_image_by_id(fleet, tmp_path):
-    """The record names an image (by ID) only spark-3 holds: the rollout stops naming spark-4, nothing switches."""
+    """The record names an image (by ID, for both nodes) only spark-3 holds: the rollout stops naming spark-4, nothing
+    switches."""
     original = node_exec(node(3), "cat", "/etc/dgxspark/vllm/release.json").stdout
     load_into(NEW, 3)
     only_on_head = node_exec(node(3), "docker", "image", "inspect", "-f", "{{.Id}}", NEW).stdout.strip()
     assert node_exec(node(4), "docker", "image", "inspect", only_on_head, check=False).returncode != 0
     containers_before = {i: node_exec(node(i), "docker", "ps", "--format", "{{.ID}} {{.Names}}").stdout for i in (3, 4)}
     node_exec(node(3), "sh", "-c", "cat > /etc/dgxspark/vllm/release.json",
-              input_text=json.dumps(dict(json.loads(original), image_id=only_on_head)))
+              input_text=json.dumps(dict(json.loads(original), image_id=only_on_head,
+                                         image_ids={node(3): only_on_head, node(4): only_on_head})))
     try:
         proc = play(ROLLOUT, "-l", "pair2", "-e", f"dgxspark_image={NEW}")
     finally:

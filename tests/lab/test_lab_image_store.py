@@ -19,8 +19,8 @@ import urllib.request
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, api_url, broken_image_dockerfile, fabric_ip,
-                    fleet_play, load_into, node, node_exec, parse_adhoc, report, run)
+from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, api_url, broken_image_dockerfile, fleet_play,
+                    image_inspect as inspect, image_sync_to, load_into, node, node_exec, parse_adhoc, report, run)
 
 IMAGE = f"{PREFIX}-lab/imgstore"
 TINY = "dgxspark-lab/tiny:latest"
@@ -34,28 +34,11 @@ def engine(i):
     return json.loads(node_exec(node(i), "docker", "info", "--format", "{{json .}}").stdout)
 
 
-def inspect(i, ref):
-    proc = node_exec(node(i), "docker", "image", "inspect", ref, check=False)
-    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
-
-
 def build(tag, megabytes):
     """A throwaway image on this machine: the tiny lab image plus MEGABYTES of random bytes and a run configuration."""
     dockerfile = (f"FROM {TINY}\nRUN busybox dd if=/dev/urandom of=/blob bs=1M count={megabytes}\n"
                   "ENV SERVED=imgstore\nEXPOSE 8000\nCMD [\"sleep\", \"1\"]\n")
     run(["docker", "build", "--no-cache", "-q", "-t", tag, "-"], input_text=dockerfile)  # new bytes each time
-
-
-def sync(source, target, ref):
-    """What the roles do: announce REF (its ID and size on SOURCE) to TARGET, then image_sync from SOURCE to it."""
-    attrs = inspect(source, ref)
-    announce = {"images": [{"ref": ref, "id": attrs["Id"], "bytes": attrs["Size"]}]}
-    run([str(BIN / "ansible"), "-i", str(INVENTORY), node(target), "-m", "dgxspark.vllm.transfer_announce", "-a",
-         json.dumps(announce)], env=ansible_env())
-    args = {"image": ref, "targets": [{"host": fabric_ip(target), "name": node(target)}]}
-    proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), node(source), "-m", "dgxspark.vllm.image_sync", "-a",
-                json.dumps(args)], check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
-    return parse_adhoc(proc.stdout), proc
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +49,7 @@ def mixed(lab, tmp_path_factory):
     trust.write_text(TRUST_PLAY)
     run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(trust), "-e", SOURCES], env=ansible_env())
     yield
-    run(["docker", "image", "rm", "-f", f"{IMAGE}:a", f"{IMAGE}:b", f"{IMAGE}:delta"], check=False)
+    run(["docker", "image", "rm", "-f", f"{IMAGE}:a", f"{IMAGE}:b"], check=False)
     # back to the session's lab: graph-driver engines on every node
     run([*LAB, "up", "--nodes", str(nodes), "--no-engine-images"], timeout=1800)
 
@@ -86,7 +69,7 @@ def test_an_unlabelled_image_moves_once_verified_by_content_and_a_rerun_moves_no
     build(ref, 20)
     load_into(ref, source)
     node_exec(node(target), "docker", "image", "rm", "-f", ref, check=False)
-    first, proc = sync(source, target, ref)
+    first, proc = image_sync_to(source, target, ref)
     assert proc.returncode == 0, proc.stdout[-4000:]
     entry = first["targets"][0]
     assert first["changed"] and entry["action"] == "transfer" and entry["bytes"] > 20 << 20, entry
@@ -97,7 +80,7 @@ def test_an_unlabelled_image_moves_once_verified_by_content_and_a_rerun_moves_no
     assert here["RootFS"]["Layers"] == there["RootFS"]["Layers"]
     assert [e for e in there["Config"]["Env"] if e.startswith("SERVED=")] == ["SERVED=imgstore"]
     assert entry["after_id"] == there["Id"]
-    again, proc = sync(source, target, ref)
+    again, proc = image_sync_to(source, target, ref)
     assert proc.returncode == 0, proc.stdout[-4000:]
     entry = again["targets"][0]
     assert not again["changed"] and again["bytes_sent"] == 0 and entry["action"] == "skip", entry
@@ -109,35 +92,6 @@ def test_an_unlabelled_image_moves_once_verified_by_content_and_a_rerun_moves_no
     assert facts[source]["fingerprint"] == facts[target]["fingerprint"] == first["source"]["fingerprint"]
     report(f"mixed stores {node(source)} -> {node(target)}: {entry['reason']}; {first['bytes_sent']} bytes once, "
            f"IDs {here['Id'][:19]} / {there['Id'][:19]}, one fingerprint, rerun sent 0")
-
-
-def test_a_new_image_on_a_donor_the_target_holds_sends_only_its_new_layer(mixed):
-    """Issue 17, 2: node 2 (Docker 26, which saves in the OCI layout) sends an image whose base node 1 holds already
-    (the first test moved it there): the stream leaves out the held layers, Docker 20.10's load takes the rest, and
-    the image is verified by content on node 1 as always."""
-    base, ref = f"{IMAGE}:a", f"{IMAGE}:delta"
-    assert inspect(1, base) and inspect(2, base), "the first test leaves the base on both nodes"
-    run(["docker", "build", "--no-cache", "-q", "-t", ref, "-"],
-        input_text=f"FROM {base}\nRUN busybox dd if=/dev/urandom of=/new bs=1M count=4\n")
-    load_into(ref, 2)
-    node_exec(node(1), "docker", "image", "rm", "-f", ref, check=False)
-    new_layer = inspect(2, ref)["Size"] - inspect(2, base)["Size"]
-    first, proc = sync(2, 1, ref)
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    delta, entry = first["delta"], first["targets"][0]
-    assert delta["archive"] == "oci" and delta["held"] == len(inspect(2, base)["RootFS"]["Layers"]), delta
-    assert delta["left_out"] == delta["held"] and delta["bytes_left_out"] >= 20 << 20, delta
-    assert entry["action"] == "transfer" and entry["held"] == delta["held"], entry
-    here, there = inspect(2, ref), inspect(1, ref)
-    assert here["RootFS"]["Layers"] == there["RootFS"]["Layers"] and entry["after_id"] == there["Id"]
-    ratio = first["bytes_sent"] / new_layer
-    assert ratio <= 1.1, (first["bytes_sent"], new_layer)
-    assert "of image" in first["table"][0], first["table"]
-    again, proc = sync(2, 1, ref)
-    assert proc.returncode == 0 and again["bytes_sent"] == 0 and again["targets"][0]["action"] == "skip"
-    report(f"layer delta {node(2)} (Docker 26, OCI archive) -> {node(1)} (Docker 20.10): sent {first['bytes_sent']} "
-           f"bytes for a new layer of {new_layer} ({ratio:.3f}x), {delta['bytes_left_out']} bytes of {delta['held']} "
-           f"held layers left out, image {first['source']['size']} bytes; rerun sent 0")
 
 
 def image_facts(i, ref):

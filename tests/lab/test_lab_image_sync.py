@@ -287,7 +287,8 @@ def test_image_reaches_node2_with_the_same_id_and_rerun_moves_nothing(trusted, t
                      "-e", "image_sync_progress_interval=1", check=True)
     assert image_id(2, NAME) == ids["v1"]
     assert recap(first.stdout, node(1))["changed"] >= 1
-    row = re.search(rf"- {re.escape(node(2))}\s+transfer\s+(\d+)\s+([\d.]+)\s+([\d.]+)", first.stdout)
+    # node, action, bytes, bytes as a share of the image, seconds, MB/s
+    row = re.search(rf"- {re.escape(node(2))}\s+transfer\s+(\d+)\s+[\d.]+%\s+([\d.]+)\s+([\d.]+)", first.stdout)
     assert row and int(row.group(1)) > 40_000_000, first.stdout[-3000:]
     assert re.search(rf"{node(1)} -> {node(2)}: \w+, [\d.]+ MB of ~[\d.]+ MB", first.stdout)  # a progress line
 
