@@ -120,8 +120,20 @@ class AsyncLLM:
         with self.metrics.lock:
             self.metrics.running += 1
         produced = 0
+        k = self.metrics.num_spec_tokens
+        in_step = 0  # tokens left of the current speculative step (the first token comes from the prefill)
         try:
             for i in range(limit):
+                if k and i > 0 and in_step == 0:
+                    # A step drafts k tokens; a leading run of them is accepted (7 in 10 each), plus the bonus token.
+                    accepted = 0
+                    while accepted < k and _h(seed, i, "draft", accepted) % 10 < 7:
+                        accepted += 1
+                    accepted = min(accepted, limit - i - 1)
+                    in_step = accepted + 1
+                    with self.metrics.lock:
+                        self.metrics.observe_draft(k, accepted)
+                in_step = max(0, in_step - 1)
                 y = self._step(_h(seed, i, prev))
                 if produced == 0:
                     with self.metrics.lock:
