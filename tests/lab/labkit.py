@@ -374,3 +374,45 @@ def wheelhouse(*requirements, index=1):
         run(["docker", "cp", str(local), f"{target}:{NODE_WHEELS}/.incoming/{key}"])
         node_exec(target, "mv", f"{NODE_WHEELS}/.incoming/{key}", remote)
     return remote
+
+
+def png_pixels(path):
+    """(width, height, set of distinct RGB(A) pixels) of an 8-bit RGB/RGBA PNG (what matplotlib's Agg writes), read
+    with zlib and struct only: the lab tests look at the benchmark's plot without an image library."""
+    import struct  # pylint: disable=import-outside-toplevel
+    import zlib  # pylint: disable=import-outside-toplevel
+
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", chunk)
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    width, height, depth, colour = header[:4]
+    assert depth == 8 and colour in (2, 6), f"{path}: bit depth {depth}, colour type {colour}"
+    bpp = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(idat), width * bpp
+    previous, colours = bytearray(stride), set()
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for x in range(stride):
+            left = line[x - bpp] if x >= bpp else 0
+            up, corner = previous[x], previous[x - bpp] if x >= bpp else 0
+            if kind == 1:
+                line[x] = (line[x] + left) & 0xFF
+            elif kind == 2:
+                line[x] = (line[x] + up) & 0xFF
+            elif kind == 3:
+                line[x] = (line[x] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                guess = left + up - corner
+                best = min((abs(guess - left), 0, left), (abs(guess - up), 1, up), (abs(guess - corner), 2, corner))
+                line[x] = (line[x] + best[2]) & 0xFF
+        colours.update(bytes(line[i:i + bpp]) for i in range(0, stride, bpp))
+        previous = line
+    return width, height, colours

@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 
 from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, collection_as_it_was, fabric_if, fabric_ip,
-                    mgmt_ip, node, node_exec, report, run)
+                    mgmt_ip, node, node_exec, png_pixels, report, run)
 
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 TEARDOWN = str(REPO / "playbooks" / "teardown.yml")
@@ -305,6 +305,91 @@ def test_per_host_interface_names_cabled_on_different_ports_serve(deployed):
         assert "assistant: " in chat.stdout
     finally:
         run([*LAB, "cable", "2", "--port", "1"])
+
+
+# --------------------------------------------------------------------------- the benchmark (issue 16, 1 and 3)
+# playbooks/benchmark.yml against the pair deployed above: llama-benchy on the controller (its own virtualenv under
+# ~/.cache/dgxspark/benchmark, made by the first run), the corpus from the lab inventory (benchmark_corpus), a small
+# sweep. The stand-in's figures are pipeline-only: the test checks the pipeline (files, plot, table, comparison,
+# regression), never a speed.
+
+BENCHMARK = str(REPO / "playbooks" / "benchmark.yml")
+SWEEP = ["-e", "benchmark_concurrency=1,2,4", "-e", "benchmark_prompt_tokens=64", "-e", "benchmark_output_tokens=16",
+         "-e", "benchmark_runs=1", "-e", "benchmark_step_timeout=120", "-e", "benchmark_timeout=400"]
+
+
+def benchmark(results, *args):
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), BENCHMARK, "-e", f"benchmark_results_dir={results}",
+                *SWEEP, *args], check=False, env=ansible_env(), timeout=900)
+
+
+@pytest.fixture(scope="module")
+def benchmarked(deployed, tmp_path_factory):
+    assert deployed.returncode == 0, deployed.stdout[-3000:]
+    results = tmp_path_factory.mktemp("benchmark")
+    began = time.monotonic()
+    first = benchmark(results)
+    took = time.monotonic() - began
+    return {"results": results / "pair1", "first": first, "took": took}
+
+
+def test_benchmark_writes_json_csv_and_a_png_and_prints_a_table(benchmarked):
+    first = benchmarked["first"]
+    assert first.returncode == 0, first.stdout[-6000:]
+    flat = " ".join(first.stdout.split())
+    for i, level in enumerate((1, 2, 4), 1):  # a progress line per step
+        assert re.search(rf"pair1 step {i}/3 c={level}: [\d.]+ tok/s aggregate", flat), flat[-4000:]
+    assert "agg tok/s" in flat and "TTFT p50 ms" in flat and "PIPELINE ONLY: stand-in figures" in flat
+    assert "not compared: no previous run of this cluster" in flat
+    runs = sorted(benchmarked["results"].glob("*.json"))
+    assert [p.name for p in runs][-1] == "latest.json" and len(runs) == 2
+    doc = json.loads((benchmarked["results"] / "latest.json").read_text())
+    assert doc["engine"] == "stand-in" and doc["figures"].startswith("pipeline only") and doc["status"] == "ok"
+    assert [r["concurrency"] for r in doc["rows"]] == [1, 2, 4] and all(r["requests_ok"] >= 1 for r in doc["rows"])
+    assert doc["tool"] == {"name": "llama-benchy", "version": "0.4.0"} and doc["model"] == "Qwen/Qwen3.5-122B-A10B-FP8"
+    assert doc["image_id"].startswith("sha256:") and doc["release"]["backend"] == "ray"
+    assert [h["node"] for h in doc["hardware"]] == [node(1), node(2)]
+    assert "NVIDIA GB10" in doc["hardware"][0]["gpus"][0] and doc["hardware"][0]["fabric_interface"] == fabric_if(1)
+    # The engine counted the tokens the tool observed (and the warm-up's): not requests x length.
+    assert all(r["engine_generation_tokens"] >= r["output_tokens_observed"] > 0 for r in doc["rows"])
+    lines = (benchmarked["results"] / f"{doc['date']}.csv").read_text().splitlines()
+    assert lines[0].startswith("cluster,date,engine,model,image_id") and len(lines) == 4
+    width, height, colours = png_pixels(benchmarked["results"] / f"{doc['date']}.png")
+    report(f"benchmark (stand-in, pipeline only): c=1,2,4 in {benchmarked['took']:.0f}s (the first run makes "
+           f"llama-benchy's virtualenv when ~/.cache/dgxspark/benchmark has none); PNG {width}x{height}, "
+           f"{len(colours)} colours")
+    assert (width, height) == (1200, 500) and len(colours) > 50  # two panels, axes, lines, legend: not blank
+
+
+def test_a_second_benchmark_is_compared_with_the_first_and_draws_it(benchmarked):
+    assert benchmarked["first"].returncode == 0
+    first = json.loads((benchmarked["results"] / "latest.json").read_text())
+    time.sleep(1)  # a new second: a new file
+    second = benchmark(benchmarked["results"].parent)
+    assert second.returncode == 0, second.stdout[-5000:]
+    doc = json.loads((benchmarked["results"] / "latest.json").read_text())
+    assert doc["date"] != first["date"] and doc["comparison"]["previous_file"] == f"{first['date']}.json"
+    assert doc["comparison"]["compared"] and len(doc["comparison"]["deltas"]) == 6
+    flat = " ".join(second.stdout.split())
+    assert f"against {first['date']}" in flat
+    assert len(list(benchmarked["results"].glob("*.png"))) == 2
+
+
+def test_a_drop_beyond_the_threshold_is_a_regression_and_fails_when_asked(benchmarked):
+    latest = benchmarked["results"] / "latest.json"
+    doc = json.loads(latest.read_text())
+    for row in doc["rows"]:  # the previous run, doctored: 100 times faster than any run here
+        row["aggregate_tok_s"] *= 100
+        row["request_tok_s"] *= 100
+    latest.resolve().write_text(json.dumps(doc))
+    proc = benchmark(benchmarked["results"].parent, "-e", "benchmark_concurrency=1", "-e",
+                     "benchmark_fail_on_regression=true")
+    flat = " ".join(proc.stdout.split())
+    report("benchmark: a doctored previous run 100x faster: " +
+           (re.search(r"REGRESSION against [^\"]*", flat) or re.search(r".{0,200}$", flat)).group(0)[:200])
+    assert proc.returncode != 0
+    assert "pair1: REGRESSION against its previous run" in flat and "c=1 aggregate_tok_s" in flat
+    assert "benchmark_fail_on_regression is true" in flat
 
 
 # --------------------------------------------------------------------------- the watchdog (issue 14, 3 and 4)
