@@ -377,6 +377,9 @@ def compare(rows: t.Sequence[t.Mapping[str, t.Any]], previous: t.Mapping[str, t.
     return out
 
 
+RELEASE_KEYS = ("image", "image_id", "image_ids", "model", "model_revision", "served_model_name", "backend", "settings")
+
+
 def document(*, cluster: str, date: str, engine: str, release: t.Mapping[str, t.Any], endpoint: str, via: str,
              settings: t.Mapping[str, t.Any], hardware: t.Any, rows: t.Sequence[t.Mapping[str, t.Any]],
              steps: t.Sequence[t.Mapping[str, t.Any]], tool_version: str = TOOL_VERSION) -> dict[str, t.Any]:
@@ -388,8 +391,7 @@ def document(*, cluster: str, date: str, engine: str, release: t.Mapping[str, t.
                     if engine == "stand-in" else "measured"),
         "tool": {"name": TOOL, "version": tool_version},
         "model": release.get("model", ""), "served_model_name": release.get("served_model_name", ""),
-        "release": {key: release.get(key) for key in ("image", "image_id", "image_ids", "model", "model_revision",
-                                                       "served_model_name", "backend", "settings") if key in release},
+        "release": {key: release.get(key) for key in RELEASE_KEYS if key in release},
         "image_id": release.get("image_id", ""),
         "endpoint": endpoint, "via": via,
         "settings": dict(settings),

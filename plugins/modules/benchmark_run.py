@@ -84,7 +84,9 @@ options:
     type: str
     required: true
   corpus:
-    description: A local text file to use as the corpus, put into llama-benchy's cache for O(book_url). Empty lets llama-benchy download O(book_url) (once; it caches it).
+    description:
+      - A local text file to use as the corpus, put into llama-benchy's cache for O(book_url).
+      - Empty lets llama-benchy download O(book_url) (once; it caches it).
     type: path
   home:
     description: The HOME llama-benchy runs with (its cache is C(HOME/.cache/llama-benchy)); made when missing.
@@ -238,8 +240,8 @@ def run_step(params, python=sys.executable, clock=time.monotonic):
             text = log.read().decode(errors="replace")
         out["output"] = "\n".join(text.splitlines()[-40:])
         if timed_out:
-            return dict(out, status="timeout", detail=f"llama-benchy stopped after {params['timeout']:g} s "
-                                                       f"(benchmark_step_timeout)")
+            detail = f"llama-benchy stopped after {params['timeout']:g} s (benchmark_step_timeout)"
+            return dict(out, status="timeout", detail=detail)
         if params["corpus"] and _benchmark.CACHE_LINE not in text:
             return dict(out, status="failed", detail="llama-benchy did not load the corpus from its cache (no "
                                                      f"'{_benchmark.CACHE_LINE.strip()}' in its output)")
