@@ -319,6 +319,13 @@ def targets(clusters: dict, *, nodes: dict, hints: dict, releases: dict, gateway
     return out
 
 
+def listen(address, port) -> str:
+    """ADDRESS:PORT for a --web.listen-address (brackets around an IPv6 address), both checked."""
+    return _hostport(check_address(address, "the listening address (monitoring_prometheus_listen or "
+                                            "monitoring_node_exporter_bind)", allow_any=True),
+                     check_port(port, "the listening port"))
+
+
 def _static(entries: list) -> list:
     return [{"targets": [e["address"]], "labels": e["labels"]} for e in entries]
 
