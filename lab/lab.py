@@ -362,6 +362,10 @@ ENGINE_IMAGES = {
     "vllm-cpu-0.32": ("lab/vllm-cpu:0.32", "vllm-cpu-0.32", ()),
     # The gateway's router (roles/gateway): Debian 12's haproxy, laid out as the official haproxy image.
     "haproxy-2.6": ("lab/haproxy:2.6", "haproxy-2.6", ()),
+    # Monitoring (roles/monitoring): Debian 12's prometheus (2.42, with promtool) and prometheus-node-exporter (1.5),
+    # laid out as the official prom/prometheus and prom/node-exporter images.
+    "prometheus-2.42": ("lab/prometheus:2.42", "prometheus-2.42", ()),
+    "node-exporter-1.5": ("lab/node-exporter:1.5", "node-exporter-1.5", ()),
 }
 # Images built from a wheelhouse (name -> pip requirements): `pip download`ed once on this machine into the file
 # cache, and the image's own directory plus wheels/ is its build context (nothing else of lab/ is sent).

@@ -8,7 +8,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
-    GATEWAY_GROUP, GATEWAY_HOST_VARS, node_fabric, plain_hostvars, resolve_fleet, resolve_gateways, with_fabric)
+    GATEWAY_GROUP, GATEWAY_HOST_VARS, MONITORING_ADDRESS_VAR, MONITORING_GROUP, MONITORING_HOST_VARS, node_fabric,
+    plain_hostvars, resolve_fleet, resolve_gateways, with_fabric)
 from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import VARIABLES, check_host
 
 
@@ -34,7 +35,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     # It reads the inventory on the controller and changes nothing: the same in check mode.
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("fleet_group", "gateway_group", "tensor_parallel_size", "pipeline_parallel_size", "parallel_variables",
+    _VALID_ARGS = frozenset(("fleet_group", "gateway_group", "monitoring_group", "tensor_parallel_size", "pipeline_parallel_size", "parallel_variables",
                              "gpus_per_node", "min_nodes", "fabric"))
 
     def run(self, tmp=None, task_vars=None):
@@ -43,6 +44,7 @@ class ActionModule(ActionBase):
         _args, args = self.validate_argument_spec(argument_spec={
             "fleet_group": {"type": "str"},
             "gateway_group": {"type": "str"},
+            "monitoring_group": {"type": "str"},
             "tensor_parallel_size": {"type": "int"},
             "pipeline_parallel_size": {"type": "int", "default": 1},
             "parallel_variables": {"type": "list", "elements": "str",
@@ -65,6 +67,15 @@ class ActionModule(ActionBase):
         except Exception as exc:  # hostvars is lazy: a template error in a gateway's address
             raise AnsibleActionFail(f"fleet: cannot read the gateways' host variables: {exc}") from exc
         gateways, gateway_errors = resolve_gateways(groups, gateway_vars, gateway_group)
+        monitoring_group = args["monitoring_group"] or task_vars.get("dgxspark_monitoring_group") or MONITORING_GROUP
+        try:
+            monitor_vars = {h: {key: (task_vars.get("hostvars", {})[h] if h in task_vars.get("hostvars", {}) else {}).get(key)
+                                for key in MONITORING_HOST_VARS} for h in groups.get(monitoring_group, [])}
+        except Exception as exc:  # hostvars is lazy: a template error in a monitoring host's address
+            raise AnsibleActionFail(f"fleet: cannot read the monitoring hosts' host variables: {exc}") from exc
+        monitors, monitor_errors = resolve_gateways(groups, monitor_vars, monitoring_group,
+                                                    address_var=MONITORING_ADDRESS_VAR, what="monitoring host")
+        gateway_errors += monitor_errors
         if len(args["parallel_variables"]) != 2:
             raise AnsibleActionFail("fleet: parallel_variables names two variables (tensor, pipeline)")
         parallel = {}
@@ -87,8 +98,10 @@ class ActionModule(ActionBase):
         fleet_fact = {key: fleet[key] for key in ("group", "clusters", "host_cluster")}
         fleet_fact["gateway_group"] = gateway_group
         fleet_fact["gateways"] = gateways
-        if host not in fleet["nodes"] and host in groups.get(gateway_group, []):
-            # A gateway that is no cluster member: the fleet, and no place in it.
+        fleet_fact["monitoring_group"] = monitoring_group
+        fleet_fact["monitors"] = monitors
+        if host not in fleet["nodes"] and host in groups.get(gateway_group, []) + groups.get(monitoring_group, []):
+            # A gateway or monitoring host that is no cluster member: the fleet, and no place in it.
             fleet_fact["fabric_ips"] = {h: fleet["nodes"][h]["fabric_ip"] or "" for h in fleet["nodes"]}
             result.update(changed=False, ansible_facts={"dgxspark_fleet": fleet_fact})
             return result

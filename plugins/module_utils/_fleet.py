@@ -256,24 +256,30 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
 GATEWAY_GROUP = "dgxspark_gateway"
 GATEWAY_ADDRESS_VAR = "dgxspark_gateway_address"
 GATEWAY_HOST_VARS = ("ansible_host", GATEWAY_ADDRESS_VAR)
+MONITORING_GROUP = "dgxspark_monitoring"
+MONITORING_ADDRESS_VAR = "dgxspark_monitoring_address"
+MONITORING_HOST_VARS = ("ansible_host", MONITORING_ADDRESS_VAR)
 
 
-def resolve_gateways(groups: dict, hostvars: dict, gateway_group: str = GATEWAY_GROUP) -> tuple[list[dict], list[str]]:
+def resolve_gateways(groups: dict, hostvars: dict, gateway_group: str = GATEWAY_GROUP, *,
+                     address_var: str = GATEWAY_ADDRESS_VAR, what: str = "gateway") -> tuple[list[dict], list[str]]:
     """The gateways: ``[{"host", "lan_ip"}]``, one per host of GATEWAY_GROUP (none when the group is absent or empty).
 
     A gateway's LAN address is its ``dgxspark_gateway_address``, else its ``ansible_host``, else its name; it must be
     an IP address (the heads' doors admit connections from it alone). A gateway host is not a cluster member unless
     it is also in the fleet group. Returns the gateways and the problems found, as sentences naming host and fix.
+    The monitoring hosts (ADDRESS_VAR dgxspark_monitoring_address, WHAT "monitoring host") are resolved the same way:
+    the doors admit them too.
     """
     gateways, errors = [], []
     for host in dict.fromkeys(groups.get(gateway_group) or []):
         hv = hostvars.get(host) or {}
-        raw = hv.get(GATEWAY_ADDRESS_VAR) or hv.get("ansible_host") or host
+        raw = hv.get(address_var) or hv.get("ansible_host") or host
         try:
             lan_ip = str(ipaddress.ip_address(str(raw).strip()))
         except ValueError:
-            errors.append(f"gateway {host}: its LAN address '{raw}' is not an IP address (the heads' doors admit the "
-                          f"gateways by address); set {GATEWAY_ADDRESS_VAR} (or ansible_host) to its LAN IP")
+            errors.append(f"{what} {host}: its LAN address '{raw}' is not an IP address (the heads' doors admit the "
+                          f"{what}s by address); set {address_var} (or ansible_host) to its LAN IP")
             continue
         gateways.append({"host": host, "lan_ip": lan_ip})
     return gateways, errors

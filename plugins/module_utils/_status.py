@@ -174,3 +174,30 @@ def table(cluster: str, members: t.Sequence[str], *, head: str, containers: t.Se
     if watchdog is not None and head_in_play:
         lines += watchdog_lines(watchdog)
     return lines
+
+
+def prometheus_lines(host: str, alerts: t.Any, targets: t.Any) -> list[str]:
+    """Prometheus's view, as status.yml shows it: its firing (and pending) alerts per cluster, then the targets that
+    are down. ALERTS and TARGETS are the JSON answers of /api/v1/alerts and /api/v1/targets (or None: no answer)."""
+    if not isinstance(alerts, t.Mapping) or not isinstance(targets, t.Mapping):
+        return [f"prometheus on {host}: no answer from its API"]
+    found = [a for a in ((alerts.get("data") or {}).get("alerts") or []) if isinstance(a, t.Mapping)]
+    active = [t_ for t_ in ((targets.get("data") or {}).get("activeTargets") or []) if isinstance(t_, t.Mapping)]
+    down = [t_ for t_ in active if t_.get("health") != "up"]
+    lines = [f"prometheus on {host}: {len(active) - len(down)} of {len(active)} targets up, "
+             f"{sum(1 for a in found if a.get('state') == 'firing')} alert(s) firing, "
+             f"{sum(1 for a in found if a.get('state') == 'pending')} pending"]
+    by_cluster: dict[str, list[str]] = {}
+    for alert in found:
+        labels = alert.get("labels") or {}
+        where = ", ".join(f"{k}={labels[k]}" for k in ("node", "device", "job") if labels.get(k))
+        by_cluster.setdefault(str(labels.get("cluster") or "-"), []).append(
+            f"{str(alert.get('state', '?')).upper()} {labels.get('alertname', '?')}" + (f" ({where})" if where else "")
+            + (f" since {alert['activeAt'][:19]}Z" if alert.get("activeAt") else ""))
+    for cluster in sorted(by_cluster):
+        lines.append(f"  {cluster}: " + "; ".join(sorted(by_cluster[cluster])))
+    for target in sorted(down, key=lambda x: str(x.get("scrapeUrl"))):
+        labels = target.get("labels") or {}
+        lines.append(f"  target down: {labels.get('job', '?')} {labels.get('node', '?')} ({labels.get('cluster') or '-'})"
+                     f" {target.get('scrapeUrl', '')}: {target.get('lastError') or target.get('health')}")
+    return lines

@@ -65,6 +65,13 @@ options:
         C(dgxspark_gateway_group), else V(dgxspark_gateway). An absent or empty group means no gateway.
       - On a host of this group that is not in the fleet group, only C(dgxspark_fleet) is published.
     type: str
+  monitoring_group:
+    description:
+      - The group of the monitoring hosts (C(dgxspark.vllm.monitoring) role, Prometheus). The default is the play's
+        C(dgxspark_monitoring_group), else V(dgxspark_monitoring). An absent or empty group means no monitoring.
+      - On a host of this group that is not in the fleet group, only C(dgxspark_fleet) is published.
+    type: str
+    version_added: 0.2.0
   tensor_parallel_size:
     description:
       - Tensor parallel size this host's cluster will serve with. With O(pipeline_parallel_size), checked against the
@@ -137,6 +144,8 @@ ansible_facts:
           C(fabric_ips) (every node of the fleet to the fabric IP it published, else the inventory's, else empty).
         - C(gateway_group) and C(gateways) (one entry a host of that group - C(host), C(lan_ip) (its
           C(dgxspark_gateway_address), else C(ansible_host); an IP address) - empty without gateways).
+        - C(monitoring_group) and C(monitors) (the same for the hosts of the monitoring group, with
+          C(dgxspark_monitoring_address); the heads' doors admit them too).
       type: dict
       sample:
         group: spark_pairs
@@ -147,6 +156,8 @@ ansible_facts:
         fabric_ips: {spark-1: 192.168.100.11, spark-2: 192.168.100.12}
         gateway_group: dgxspark_gateway
         gateways: [{host: gateway-1, lan_ip: 10.0.0.5}]
+        monitoring_group: dgxspark_monitoring
+        monitors: [{host: monitor-1, lan_ip: 10.0.0.6}]
     dgxspark_node:
       description: This host's C(cluster), C(head), C(members), C(rank), C(is_head), C(size), C(gpus), C(topology)
         and C(fabric_ip) (from the inventory; empty when the preflight is to find it).

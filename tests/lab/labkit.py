@@ -109,7 +109,7 @@ OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the 
                "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
                "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
-               "tests/lab/test_lab_gateway_config.py",
+               "tests/lab/test_lab_gateway_config.py", "tests/lab/test_lab_monitoring_rules.py",
                # it remakes node 1 as a Docker 26 node, and makes it a Docker 20.10 node again at the end
                "tests/lab/test_lab_image_delta.py",
                # last: it remakes node 2 with the containerd store, and makes it a graph-driver node again at the end

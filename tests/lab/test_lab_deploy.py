@@ -7,11 +7,13 @@ clean."""
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import json
 import os
 import re
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -390,6 +392,133 @@ def test_a_drop_beyond_the_threshold_is_a_regression_and_fails_when_asked(benchm
     assert proc.returncode != 0
     assert "pair1: REGRESSION against its previous run" in flat and "c=1 aggregate_tok_s" in flat
     assert "benchmark_fail_on_regression is true" in flat
+
+
+# --------------------------------------------------------------------------- monitoring (issue 16, parts 2 and 3)
+# Prometheus on the pair's head (the group dgxspark_monitoring, added by an extra inventory source), a node exporter on
+# both nodes, short intervals; then the silent-stall alert: pending and firing while the engine's worker is
+# SIGSTOPped with requests waiting, resolved after SIGCONT. Before the watchdog's tests (they share the pair); the
+# module's teardown removes the containers.
+
+MONITORING = str(REPO / "playbooks" / "monitoring.yml")
+SCRAPE, STALL_WINDOW, STALL_FOR = 5, 20, 30
+MONITOR_VARS = {"monitoring_scrape_interval": f"{SCRAPE}s", "monitoring_evaluation_interval": f"{SCRAPE}s",
+                "monitoring_stall_window": f"{STALL_WINDOW}s", "monitoring_stall_for": f"{STALL_FOR}s"}
+PROMETHEUS_GET = """
+import sys, urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:9090" + sys.argv[1], timeout=10).read().decode())
+"""
+
+
+def prometheus(path):
+    """GET PATH of Prometheus's API on the head (it listens on the head's 127.0.0.1 only)."""
+    return json.loads(node_exec(node(1), "python3", "-c", PROMETHEUS_GET, path).stdout)
+
+
+def stall_alerts():
+    return [a for a in prometheus("/api/v1/alerts")["data"]["alerts"] if a["labels"]["alertname"] == "DgxsparkEngineStalled"]
+
+
+@pytest.fixture(scope="module")
+def monitored(deployed, tmp_path_factory):
+    assert deployed.returncode == 0, deployed.stdout[-3000:]
+    run([*LAB, "images", "prometheus-2.42", "node-exporter-1.5"])
+    run([*LAB, "load", "lab/prometheus:2.42", "lab/node-exporter:1.5"])
+    extra = tmp_path_factory.mktemp("monitoring") / "monitoring.yml"
+    extra.write_text(f"all:\n  children:\n    dgxspark_monitoring:\n      hosts:\n        {node(1)}: {{}}\n")
+    argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(extra)]
+    began = time.monotonic()
+    first = run([*argv, MONITORING, "-e", json.dumps(MONITOR_VARS)], check=False, env=ansible_env())
+    return {"argv": argv, "first": first, "took": time.monotonic() - began}
+
+
+def test_prometheus_scrapes_the_engine_and_both_node_exporters_and_a_second_run_changes_nothing(monitored):
+    first = monitored["first"]
+    assert first.returncode == 0, first.stdout[-5000:]
+    wanted = {("engine", node(1), "head"), ("node", node(1), "head"), ("node", node(2), "worker")}
+
+    def targets_up():
+        active = prometheus("/api/v1/targets")["data"]["activeTargets"]
+        found = {(t["labels"]["job"], t["labels"]["node"], t["labels"]["role"]): t for t in active}
+        return found if set(found) == wanted and all(t["health"] == "up" for t in found.values()) else None
+
+    found = wait_for("every target up in Prometheus", targets_up, 60, step=1)
+    assert {t["labels"]["cluster"] for t in found.values()} == {"pair1"}
+    assert found[("engine", node(1), "head")]["scrapeUrl"] == f"http://{mgmt_ip(1)}:8000/metrics"
+    # The fabric interface's samples carry fabric="true" (what the fabric rules select).
+    fabric = prometheus("/api/v1/query?query=node_network_carrier%7Bfabric%3D%22true%22%7D")["data"]["result"]
+    assert {(r["metric"]["node"], r["metric"]["device"], r["value"][1]) for r in fabric} == {
+        (node(1), fabric_if(1), "1"), (node(2), fabric_if(2), "1")}, fabric
+    # Least privilege: non-root, read-only, no capability, no new privileges; no key in the containers' definition.
+    for index, name in ((1, "dgxspark-prometheus"), (1, "dgxspark-node-exporter"), (2, "dgxspark-node-exporter")):
+        inspect = node_exec(node(index), "docker", "inspect", name).stdout
+        assert KEY not in inspect, name
+        config = json.loads(inspect)[0]
+        assert config["Config"]["User"] == "65534:65534" and config["HostConfig"]["ReadonlyRootfs"], name
+        assert config["HostConfig"]["CapDrop"] == ["ALL"] and not config["HostConfig"]["CapAdd"], name
+        assert config["HostConfig"]["SecurityOpt"] == ["no-new-privileges"], name
+    key_file = node_exec(node(1), "stat", "-c", "%a %U %g", "/etc/dgxspark/monitoring/engine.key").stdout.split()
+    assert key_file == ["640", "root", "65534"], key_file
+    # Prometheus's API is on the head's loopback only: the controller gets no answer on the head's LAN address.
+    assert run(["curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5",
+                f"http://{mgmt_ip(1)}:9090/api/v1/targets"], check=False).stdout == "000"
+    before = node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-prometheus").stdout
+    began = time.monotonic()
+    second = run([*monitored["argv"], MONITORING, "-e", json.dumps(MONITOR_VARS)], check=False, env=ansible_env())
+    took = time.monotonic() - began
+    assert second.returncode == 0, second.stdout[-4000:]
+    changed = [block.split("]", 1)[0] for block in second.stdout.split("\nTASK [")[1:] if "\nchanged: [" in block]
+    report(f"monitoring: monitoring.yml took {monitored['took']:.0f}s (Prometheus on {node(1)}, node exporters on "
+           f"both nodes, targets {sorted(found)} up); a second run {took:.0f}s, changed tasks {changed}")
+    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0", changed
+    assert node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}",
+                     "dgxspark-prometheus").stdout == before
+    status = run([*monitored["argv"], STATUS], env=ansible_env())
+    assert "prometheus on " + node(1) + ": 3 of 3 targets up" in " ".join(status.stdout.split()), status.stdout[-3000:]
+
+
+def test_the_stall_alert_fires_within_its_for_window_after_sigstop_and_resolves_after_sigcont(monitored):
+    assert monitored["first"].returncode == 0
+    wait_for("a healthy cluster", completion, 120)
+    # The watchdog would restart the stalled cluster: stopped for the test, started again after it.
+    node_exec(node(1), "docker", "stop", "dgxspark-watchdog")
+    pids = node_exec(node(1), "docker", "exec", HEAD, "pgrep", "-f", "RayWorkerWrapper").stdout.split()
+    assert pids
+    hanging = []
+    try:
+        node_exec(node(1), "docker", "exec", HEAD, "kill", "-STOP", *pids)
+        stopped = time.time()
+        # Requests that wait: each holds a slot of the engine (num_requests_running) and gets no token.
+        for _ in range(3):
+            thread = threading.Thread(target=lambda: hanging.append(completion(timeout=180)), daemon=True)
+            thread.start()
+        pending = wait_for("the stall alert pending", lambda: next(
+            (a for a in stall_alerts() if a["state"] in ("pending", "firing")), None), STALL_WINDOW + 4 * SCRAPE, step=1)
+        firing = wait_for("the stall alert firing", lambda: next(
+            (a for a in stall_alerts() if a["state"] == "firing"), None), STALL_FOR + 4 * SCRAPE, step=1)
+        fired = time.time()
+        active_at = datetime.datetime.fromisoformat(pending["activeAt"].replace("Z", "+00:00")).timestamp()
+        health_during = health()
+        node_exec(node(1), "docker", "exec", HEAD, "kill", "-CONT", *pids)
+        resumed = time.time()
+        wait_for("the stall alert resolved", lambda: not stall_alerts(), 3 * SCRAPE + 10, step=1)
+        resolved = time.time()
+        report(f"monitoring: engine worker SIGSTOPped with 3 requests waiting (/health {health_during}); the stall "
+               f"alert pending {active_at - stopped:.1f}s after the stop, firing {fired - active_at:.1f}s after it "
+               f"went pending (for: {STALL_FOR}s, scrape and evaluation every {SCRAPE}s, stall window {STALL_WINDOW}s;"
+               f" {fired - stopped:.1f}s after the stop); resolved {resolved - resumed:.1f}s after SIGCONT; "
+               f"alert: {firing['labels']}, value {firing['value']}")
+        assert firing["labels"]["cluster"] == "pair1" and float(firing["value"]) >= 3
+        assert STALL_FOR <= fired - active_at <= STALL_FOR + SCRAPE + 3
+        assert fired - stopped <= STALL_WINDOW + STALL_FOR + 4 * SCRAPE
+        assert resolved - resumed <= 3 * SCRAPE + 10
+        wait_for("the waiting requests answered", lambda: len(hanging) == 3, 60)
+        assert all(hanging), hanging
+    finally:
+        node_exec(node(1), "docker", "exec", HEAD, "kill", "-CONT", *pids, check=False)
+        node_exec(node(1), "docker", "start", "dgxspark-watchdog")
+    wait_for("the watchdog back", lambda: state(1, "dgxspark-watchdog").startswith("running"), 30)
+    assert completion()
 
 
 # --------------------------------------------------------------------------- the watchdog (issue 14, 3 and 4)

@@ -131,3 +131,24 @@ def test_a_fabric_a_node_reports_with_a_wildcard_fails_the_publishing():
     result = action.run(task_vars={"inventory_hostname": "s2", "groups": GROUPS, "hostvars": HOSTVARS})
     assert result["failed"] and "ansible_facts" not in result
     assert "host s2: the fabric IP it reported (dgxspark_node.fabric.ip) is '*', not an IP address" in result["msg"]
+
+
+def test_monitoring_hosts_are_published_and_one_outside_the_fleet_gets_the_fleet_only():
+    groups = {**GROUPS, "all": GROUPS["all"] + ["mon1"], "dgxspark_monitoring": ["mon1", "s1"]}
+    hostvars = {**HOSTVARS, "mon1": {"ansible_host": "mon1.example.internal", "dgxspark_monitoring_address": "10.0.0.6"}}
+    head = run_on("s1", hostvars=hostvars, groups=groups)
+    assert not head.get("failed"), head
+    assert head["ansible_facts"]["dgxspark_fleet"]["monitors"] == [{"host": "mon1", "lan_ip": "10.0.0.6"},
+                                                                   {"host": "s1", "lan_ip": "10.0.0.11"}]
+    assert head["ansible_facts"]["dgxspark_fleet"]["monitoring_group"] == "dgxspark_monitoring"
+    monitor = run_on("mon1", hostvars=hostvars, groups=groups)
+    assert not monitor.get("failed") and set(monitor["ansible_facts"]) == {"dgxspark_fleet"}, monitor
+    assert run_on("s2")["ansible_facts"]["dgxspark_fleet"]["monitors"] == []
+
+
+def test_a_monitoring_host_without_an_ip_fails_naming_the_variable():
+    groups = {**GROUPS, "all": GROUPS["all"] + ["mon1"], "dgxspark_monitoring": ["mon1"]}
+    hostvars = {**HOSTVARS, "mon1": {"ansible_host": "mon1.example.internal"}}
+    result = run_on("s1", hostvars=hostvars, groups=groups)
+    assert result["failed"] and "monitoring host mon1: its LAN address 'mon1.example.internal' is not an IP" in result["msg"]
+    assert "set dgxspark_monitoring_address (or ansible_host)" in result["msg"]

@@ -126,13 +126,15 @@ def _container_tasks(path):
 
 def test_one_task_runs_every_engine_container():
     """The Ray head, the Ray workers and the mp ranks all run through roles/ray_cluster/tasks/container.yml: no other
-    task file of the roles starts a container from a spec of its own. The other containers roles start are the watchdog
-    and the gateway's HAProxy, which are no engine containers: no GPU, no devices, labelled with their component."""
+    task file of the roles starts a container from a spec of its own. The other containers roles start are the watchdog,
+    the gateway's HAProxy, Prometheus and the node exporters, which are no engine containers: no GPU, no devices,
+    labelled with their component."""
     starters = {str(p.relative_to(ROOT)) for p in ROOT.glob("roles/*/tasks/*.yml") if _container_tasks(p)}
     # The other containers roles start are no engine containers: the watchdog, and the gateway's HAProxy (the
     # gateway and each head's door, one task of its own) - no GPU, no devices, labelled with their component.
     assert starters == {"roles/ray_cluster/tasks/container.yml", "roles/watchdog/tasks/present.yml",
-                        "roles/gateway/tasks/apply.yml"}
+                        "roles/gateway/tasks/apply.yml", "roles/monitoring/tasks/prometheus.yml",
+                        "roles/monitoring/tasks/node.yml"}
     (watchdog,) = _container_tasks(ROOT / "roles/watchdog/tasks/present.yml")
     spec = watchdog["community.docker.docker_container"]
     assert spec["labels"]["org.dgxspark.vllm.component"] == "watchdog"
@@ -142,6 +144,15 @@ def test_one_task_runs_every_engine_container():
     assert spec["labels"]["org.dgxspark.vllm.component"] == "{{ gateway_apply_component }}"
     assert not {"device_requests", "devices", "privileged", "capabilities"} & set(spec)
     assert spec["cap_drop"] == ["ALL"] and spec["read_only"] is True
+    # Prometheus and the node exporters (roles/monitoring): non-root, read-only, no capability, no device.
+    for path, component in (("roles/monitoring/tasks/prometheus.yml", "prometheus"),
+                            ("roles/monitoring/tasks/node.yml", "node-exporter")):
+        (monitor,) = _container_tasks(ROOT / path)
+        spec = monitor["community.docker.docker_container"]
+        assert spec["labels"]["org.dgxspark.vllm.component"] == component
+        assert not {"device_requests", "devices", "privileged", "capabilities", "env"} & set(spec)
+        assert spec["cap_drop"] == ["ALL"] and spec["read_only"] is True and spec["security_opts"] == ["no-new-privileges"]
+        assert spec["user"] == "{{ monitoring_uid }}:{{ monitoring_gid }}"
     for path in ("roles/ray_cluster/tasks/present.yml", "roles/vllm_serve/tasks/mp.yml"):
         text = (ROOT / path).read_text()
         assert "include_tasks: container.yml" in text or "tasks_from: container" in text, path

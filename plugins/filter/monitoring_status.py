@@ -1,0 +1,60 @@
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus's view for status.yml: alerts per cluster and targets down (plugins/module_utils/_status.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: monitoring_status
+short_description: Lines of Prometheus's view of the fleet, its alerts per cluster and the targets down
+version_added: 0.2.0
+author:
+- dgxspark.vllm maintainers
+description:
+- Takes the JSON answers of Prometheus's C(/api/v1/alerts) and C(/api/v1/targets) and returns one line for
+  Prometheus (targets up, alerts firing and pending), one per cluster with alerts (state, alert, node, device, since
+  when), and one per target that is down (job, node, cluster, URL, last error).
+positional: _input
+options:
+  _input:
+    description: The Prometheus host's name.
+    type: str
+    required: true
+  alerts:
+    description: The answer of C(/api/v1/alerts) (None when Prometheus did not answer).
+    type: raw
+    required: true
+  targets:
+    description: The answer of C(/api/v1/targets).
+    type: raw
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Show Prometheus's view
+  ansible.builtin.debug:
+    msg: "{{ inventory_hostname | dgxspark.vllm.monitoring_status(alerts=alerts.json, targets=targets.json) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The lines.
+  type: list
+  elements: str
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _status
+
+
+def monitoring_status(host, alerts=None, targets=None):
+    try:
+        return _status.prometheus_lines(str(host), alerts, targets)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise AnsibleFilterError(f"monitoring_status: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"monitoring_status": monitoring_status}
