@@ -84,7 +84,8 @@ class ActionModule(ActionBase):
             parallel[host] = {"tensor": args["tensor_parallel_size"], "pipeline": args["pipeline_parallel_size"],
                               "variables": tuple(args["parallel_variables"])}
         fleet = resolve_fleet(groups, hostvars, fleet=fleet_group, gpus_per_node=args["gpus_per_node"],
-                              parallel=parallel, min_nodes=args["min_nodes"])
+                              parallel=parallel, min_nodes=args["min_nodes"],
+                              service_groups=(gateway_group, monitoring_group))
         # The values of this host's cluster (every member fails together, before any task changes a node), or of
         # this host alone when it is in no cluster.
         cluster = fleet["clusters"].get(fleet["host_cluster"].get(host, ""), {})

@@ -37,6 +37,12 @@ options:
     description: Clusters per batch.
     type: int
     default: 1
+  service_groups:
+    description:
+      - The groups of the collection's services (gateway, monitoring), never clusters even when they hold a head alone.
+    type: list
+    elements: str
+    default: [dgxspark_gateway, dgxspark_monitoring]
 """
 
 EXAMPLES = r"""
@@ -59,10 +65,10 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import cluster_batches as _batches
-from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import plain_hostvars, resolve_fleet
+from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import SERVICE_GROUPS, plain_hostvars, resolve_fleet
 
 
-def cluster_batches(groups, hostvars, fleet="spark_pairs", clusters=1):
+def cluster_batches(groups, hostvars, fleet="spark_pairs", clusters=1, service_groups=SERVICE_GROUPS):
     if not isinstance(groups, dict):
         raise AnsibleFilterError("cluster_batches expects the 'groups' magic variable as input")
     if not hostvars:
@@ -72,7 +78,7 @@ def cluster_batches(groups, hostvars, fleet="spark_pairs", clusters=1):
         plain = plain_hostvars(groups, hostvars, fleet)
     except Exception as exc:  # hostvars is a lazy mapping; surface template errors clearly
         raise AnsibleFilterError(f"cluster_batches could not read hostvars: {exc}") from exc
-    model = resolve_fleet(groups, plain, fleet=fleet)
+    model = resolve_fleet(groups, plain, fleet=fleet, service_groups=service_groups)
     if model["errors"]:
         raise AnsibleFilterError("the inventory is not a valid fleet: " + " | ".join(model["errors"]))
     try:

@@ -19,7 +19,10 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
+import signal
+import subprocess
 import typing as t
 
 TOOL = "llama-benchy"
@@ -277,7 +280,7 @@ def step_row(result: t.Any, events: t.Sequence[t.Mapping[str, t.Any]], concurren
     requests = _requests(events)
     ended = [r for r in requests.values() if r.get("ended")]
     ok = [r for r in ended if not r.get("error")]
-    ttft = [v for v in (_metric(run, "e2e_ttft").get("values") or [])]
+    ttft = list(_metric(run, "e2e_ttft").get("values") or [])
     speeds = [v for v in (_number(v) for v in (_metric(run, "tg_req_throughput").get("values") or [])) if v]
     itl = [1000.0 / v for v in speeds if v > 0]
     e2e = [r["ttft_s"] + (r.get("decode_s") or 0.0) for r in ok if r.get("ttft_s") is not None]
@@ -461,3 +464,38 @@ def table(doc: t.Mapping[str, t.Any]) -> list[str]:
     else:
         lines.append(f"not compared: {comparison.get('reason') or 'no previous run'}")
     return lines
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """Terminate PROC's process group (it leads a session of its own), then kill it after GRACE seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_bounded(argv: list[str], *, stdin: bytes, log: t.IO[bytes], env: dict[str, str], cwd: str,
+                timeout: float) -> tuple[int | None, bool]:
+    """Run ARGV in a session of its own with STDIN written and closed (a key never reaches an argv), its output to
+    LOG; past TIMEOUT seconds, or on any exception here, the whole group is stopped (llama-benchy's children too).
+    Returns (returncode, timed_out)."""
+    # pylint: disable-next=consider-using-with,ansible-bad-function
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                            start_new_session=True)
+    try:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_group(proc)
+        return proc.returncode, True
+    except BaseException:
+        stop_group(proc)
+        raise
+    return proc.returncode, False

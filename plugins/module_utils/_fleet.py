@@ -34,6 +34,14 @@ HOST_VARS = (ROLE_VAR, CLUSTER_VAR, PAIR_VAR, FABRIC_IP_VAR, TOPOLOGY_VAR, RANK_
 MAX_NODES = 8
 TOPOLOGIES = ("single", "direct", "switch")
 SPECIAL_GROUPS = ("all", "ungrouped")
+GATEWAY_GROUP = "dgxspark_gateway"
+GATEWAY_ADDRESS_VAR = "dgxspark_gateway_address"
+GATEWAY_HOST_VARS = ("ansible_host", GATEWAY_ADDRESS_VAR)
+MONITORING_GROUP = "dgxspark_monitoring"
+MONITORING_ADDRESS_VAR = "dgxspark_monitoring_address"
+MONITORING_HOST_VARS = ("ansible_host", MONITORING_ADDRESS_VAR)
+# The groups of the collection's services (a gateway or Prometheus may run on a head): never a cluster.
+SERVICE_GROUPS = (GATEWAY_GROUP, MONITORING_GROUP)
 
 
 def _role(hostvars: dict, host: str) -> str:
@@ -123,7 +131,8 @@ def _topology(name: str, members: list[str], hostvars: dict, errors: list[str]) 
 
 
 def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus_per_node: int = 1,
-                  parallel: dict | None = None, max_nodes: int = MAX_NODES, min_nodes: int = 1) -> dict:
+                  parallel: dict | None = None, max_nodes: int = MAX_NODES, min_nodes: int = 1,
+                  service_groups: t.Iterable[str] = SERVICE_GROUPS) -> dict:
     """The fleet model of FLEET in GROUPS.
 
     HOSTVARS maps each host to the variables in HOST_VARS (others are ignored). PARALLEL maps a host (or ``"*"``
@@ -134,8 +143,10 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
     ``members`` in rank order, ``size``, ``gpus``, ``topology``, ``fabric_ips``), each host's cluster, each host's
     place (``cluster``, ``head``, ``members``, ``rank``, ``is_head``, ``size``, ``gpus``, ``topology``,
     ``fabric_ip``) and every problem found, as sentences naming the cluster, host and variable and the fix.
+    SERVICE_GROUPS (the gateway and monitoring groups) are never clusters, even when they hold a head alone.
     """
     errors: list[str] = []
+    services = set(service_groups)
     if fleet not in groups:
         return {"group": fleet, "clusters": {}, "host_cluster": {}, "nodes": {}, "errors": [
             f"the inventory has no group '{fleet}': put every cluster's group under it (see "
@@ -155,7 +166,7 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
     candidates = {}
     several_heads: dict[str, list[str]] = {}
     for name, members in groups.items():
-        if name in SPECIAL_GROUPS or name == fleet or not members or not set(members) <= fleet_set:
+        if name in SPECIAL_GROUPS or name in services or name == fleet or not members or not set(members) <= fleet_set:
             continue
         heads = [h for h in dict.fromkeys(members) if _role(hostvars, h) == "head"]
         if len(heads) == 1:
@@ -253,12 +264,6 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
     return {"group": fleet, "clusters": clusters, "host_cluster": host_cluster, "nodes": nodes, "errors": errors}
 
 
-GATEWAY_GROUP = "dgxspark_gateway"
-GATEWAY_ADDRESS_VAR = "dgxspark_gateway_address"
-GATEWAY_HOST_VARS = ("ansible_host", GATEWAY_ADDRESS_VAR)
-MONITORING_GROUP = "dgxspark_monitoring"
-MONITORING_ADDRESS_VAR = "dgxspark_monitoring_address"
-MONITORING_HOST_VARS = ("ansible_host", MONITORING_ADDRESS_VAR)
 
 
 def resolve_gateways(groups: dict, hostvars: dict, gateway_group: str = GATEWAY_GROUP, *,

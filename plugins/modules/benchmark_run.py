@@ -156,8 +156,6 @@ output:
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -193,20 +191,6 @@ def seed_corpus(corpus, book_url, home):
     return True
 
 
-def stop(proc, grace=5.0):
-    """Terminate PROC's process group, then kill it after GRACE seconds."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_step(params, python=sys.executable, clock=time.monotonic):
     """Run one step; the module's result (without 'changed')."""
     work = tempfile.mkdtemp(prefix="dgxspark-benchmark-")
@@ -221,20 +205,9 @@ def run_step(params, python=sys.executable, clock=time.monotonic):
         out = {"argv": argv, "row": {}, "detail": ""}
         began = clock()
         with tempfile.TemporaryFile(dir=work) as log:
-            # pylint: disable-next=consider-using-with
-            proc = subprocess.Popen([python, "-c", WRAPPER, *argv], stdin=subprocess.PIPE, stdout=log,
-                                    stderr=subprocess.STDOUT, env=env, cwd=work, start_new_session=True)
-            timed_out = False
-            try:
-                proc.stdin.write((params["api_key"] or "").encode() + b"\n")
-                proc.stdin.close()
-                proc.wait(timeout=params["timeout"])
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                stop(proc)
-            except BaseException:
-                stop(proc)
-                raise
+            returncode, timed_out = _benchmark.run_bounded(
+                [python, "-c", WRAPPER, *argv], stdin=(params["api_key"] or "").encode() + b"\n", log=log, env=env,
+                cwd=work, timeout=params["timeout"])
             out["seconds"] = round(clock() - began, 2)
             log.seek(0)
             text = log.read().decode(errors="replace")
@@ -245,8 +218,8 @@ def run_step(params, python=sys.executable, clock=time.monotonic):
         if params["corpus"] and _benchmark.CACHE_LINE not in text:
             return dict(out, status="failed", detail="llama-benchy did not load the corpus from its cache (no "
                                                      f"'{_benchmark.CACHE_LINE.strip()}' in its output)")
-        if proc.returncode != 0 or not os.path.isfile(result_file):
-            return dict(out, status="failed", detail=f"llama-benchy exited with {proc.returncode}: "
+        if returncode != 0 or not os.path.isfile(result_file):
+            return dict(out, status="failed", detail=f"llama-benchy exited with {returncode}: "
                                                      + " | ".join(text.strip().splitlines()[-5:]))
         with open(result_file, encoding="utf-8") as handle:
             result = json.load(handle)
@@ -271,8 +244,8 @@ def main():
             "model": {"type": "str", "required": True},
             "served_model_name": {"type": "str", "required": True},
             "tokenizer": {"type": "path", "required": True},
-            "prompt_tokens": {"type": "int", "required": True},
-            "output_tokens": {"type": "int", "required": True},
+            "prompt_tokens": {"type": "int", "required": True, "no_log": False},
+            "output_tokens": {"type": "int", "required": True, "no_log": False},
             "concurrency": {"type": "int", "required": True},
             "runs": {"type": "int", "default": 1},
             "warmup": {"type": "bool", "default": False},

@@ -51,9 +51,11 @@ options:
         type: path
         required: true
       state:
-        description: A regular file with O(files[].content), or a directory.
+        description:
+          - A regular file with O(files[].content), a directory, or V(absent) - no file at the path (a file or link
+            there is removed; a directory there is refused, nothing is removed recursively).
         type: str
-        choices: [file, directory]
+        choices: [file, directory, absent]
         default: file
       content:
         description: The file's exact text. Required for files.
@@ -96,6 +98,11 @@ EXAMPLES = r"""
       - {path: /opt/dgxspark/bin/dgxspark-launch, content: "{{ lookup('dgxspark.vllm.node_program', 'dgxspark-launch') }}"}
       - {path: /etc/dgxspark/ray, state: directory, mode: "0700"}
 
+- name: Remove a key file that is no longer used
+  dgxspark.vllm.node_files:
+    files:
+      - {path: /etc/dgxspark/prometheus/gateway.key, state: absent}
+
 - name: Make the pair's Ray token once on the head and read it
   dgxspark.vllm.node_files:
     files:
@@ -111,7 +118,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changed_files:
-  description: The paths that were (or in check mode would be) created or changed.
+  description: The paths that were (or in check mode would be) created, changed or removed.
   returned: always
   type: list
   elements: str
@@ -175,6 +182,10 @@ def checked(entry: dict) -> dict:
     path = entry["path"]
     if not os.path.isabs(path):
         raise EntryError(f"{path}: the path must be absolute")
+    if entry["state"] == "absent":
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise EntryError(f"{path}: state absent removes a file, and this is a directory")
+        return dict(entry)
     if entry["state"] == "file" and entry.get("content") is None:
         raise EntryError(f"{path}: a file needs its content")
     text = entry.get("mode") or ("0644" if entry["state"] == "file" else "0755")
@@ -195,6 +206,9 @@ def apply(entries: list[dict], changes: Changes) -> tuple[dict[str, str], dict[s
         if e["state"] == "directory":
             changes.ensure_dir(e["path"], e["mode_bits"], e["uid"], e["gid"])
             continue
+        if e["state"] == "absent":
+            changes.remove(e["path"])
+            continue
         existing = read_or_none(e["path"]) if e["create_only"] or e["read"] else None
         content = existing if e["create_only"] and existing is not None else e["content"].encode()
         changes.ensure_file(e["path"], content, e["mode_bits"], e["uid"], e["gid"], secret=e["secret"])
@@ -212,7 +226,7 @@ def main() -> None:
                 "type": "list", "elements": "dict", "required": True,
                 "options": {
                     "path": {"type": "path", "required": True},
-                    "state": {"type": "str", "choices": ["file", "directory"], "default": "file"},
+                    "state": {"type": "str", "choices": ["file", "directory", "absent"], "default": "file"},
                     "content": {"type": "str"},
                     "mode": {"type": "str"},
                     "owner": {"type": "str", "default": "root"},

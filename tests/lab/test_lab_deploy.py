@@ -489,7 +489,7 @@ def test_the_stall_alert_fires_within_its_for_window_after_sigstop_and_resolves_
         node_exec(node(1), "docker", "exec", HEAD, "kill", "-STOP", *pids)
         stopped = time.time()
         # Requests that wait: each holds a slot of the engine (num_requests_running) and gets no token.
-        for _ in range(3):
+        for _waiting in range(3):
             thread = threading.Thread(target=lambda: hanging.append(completion(timeout=180)), daemon=True)
             thread.start()
         pending = wait_for("the stall alert pending", lambda: next(

@@ -42,6 +42,21 @@ def test_two_pairs_resolved_head_first_with_each_nodes_place():
     assert fleet["nodes"]["s1"]["rank"] == 0 and fleet["nodes"]["s1"]["is_head"] is True
 
 
+def test_a_gateway_or_prometheus_on_a_head_is_no_second_cluster():
+    """The service groups hold a head alone (a cluster-shaped group): by name, the fleet never takes them as
+    clusters; a renamed service group is passed in."""
+    clusters = {"pair1": [("s1", "head"), ("s2", "worker")]}
+    groups, hv = inv(clusters, {"dgxspark_gateway": ["s1"], "dgxspark_monitoring": ["s1"], "watchers": ["s1"]})
+    assert resolve_fleet(groups, hv, service_groups=("dgxspark_gateway", "watchers"))["errors"] == [
+        "host s1: it is in several groups that look like clusters (dgxspark_monitoring, pair1); a host belongs to one "
+        "cluster: move it, or set dgxspark_cluster to the right one", "cluster pair1: it has no head; set "
+        "dgxspark_node_role: head on exactly one of its hosts"]
+    fleet = resolve_fleet(groups, hv, service_groups=("dgxspark_gateway", "dgxspark_monitoring", "watchers"))
+    assert fleet["errors"] == [] and fleet["host_cluster"] == {"s1": "pair1", "s2": "pair1"}
+    del groups["watchers"]
+    assert resolve_fleet(groups, hv)["errors"] == []  # the default names
+
+
 def test_one_node_cluster_is_single():
     groups, hv = inv(nodes(1))
     fleet = resolve_fleet(groups, hv, parallel={"h0": {"tensor": 1, "pipeline": 1}})

@@ -161,7 +161,6 @@ def test_report_refuses_names_that_are_not_file_names(tmp_path, field, value):
 
 
 def test_plot_draws_both_runs(tmp_path):
-    pytest.importorskip("matplotlib")  # in the benchmark's virtualenv; the lab test checks the PNG the role writes
     doc = {"cluster": "pair1", "rows": ROWS, "settings": {}, "date": "b", "engine": "stand-in"}
     path = tmp_path / "plot.png"
     report_mod.plot(doc, {"rows": ROWS[:1], "date": "a"}, str(path))

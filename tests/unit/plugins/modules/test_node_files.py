@@ -122,3 +122,19 @@ def test_numeric_owner_and_group_are_taken_as_ids(tmp_path, capsys):
     assert run(capsys, entries)["changed"] is False
     assert mod.owner_ids({"path": "/x", "owner": "99", "group": "99"}) == (99, 99)
     assert mod.owner_ids({"path": "/x", "owner": "99"}) == (99, 99)
+
+
+def test_absent_removes_a_file_once_and_refuses_a_directory(tmp_path, capsys):
+    """A key file of a job that is gone: removed (check mode says so and keeps it), then nothing to do."""
+    gone = tmp_path / "gateway.key"
+    gone.write_text("secret")
+    entries = [{"path": str(gone), "state": "absent"}]
+    would = run(capsys, entries, _ansible_check_mode=True)
+    assert (would["changed"], would["changed_files"]) == (True, [str(gone)]) and gone.exists()
+    assert run(capsys, entries)["changed_files"] == [str(gone)] and not gone.exists()
+    assert run(capsys, entries)["changed"] is False
+    (tmp_path / "dir").mkdir()
+    refused = run(capsys, [{"path": str(tmp_path / "first"), "state": "directory", "owner": ME},
+                           {"path": str(tmp_path / "dir"), "state": "absent"}])
+    assert refused["failed"] is True and "is a directory" in refused["msg"] and not (tmp_path / "first").exists()
+    assert (tmp_path / "dir").is_dir()
