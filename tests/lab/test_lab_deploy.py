@@ -456,7 +456,10 @@ def test_prometheus_scrapes_the_engine_and_both_node_exporters_and_a_second_run_
         config = json.loads(inspect)[0]
         assert config["Config"]["User"] == "65534:65534" and config["HostConfig"]["ReadonlyRootfs"], name
         assert config["HostConfig"]["CapDrop"] == ["ALL"] and not config["HostConfig"]["CapAdd"], name
-        assert config["HostConfig"]["SecurityOpt"] == ["no-new-privileges"], name
+        # Docker itself adds label=disable (no SELinux label) to a container in the host's PID namespace.
+        wanted = ["no-new-privileges"] + (["label=disable"] if config["HostConfig"]["PidMode"] == "host" else [])
+        assert config["HostConfig"]["SecurityOpt"] == wanted, name
+    assert node_exec(node(1), "docker", "inspect", "-f", "{{.HostConfig.PidMode}}", "dgxspark-node-exporter").stdout.strip() == "host"
     key_file = node_exec(node(1), "stat", "-c", "%a %U %g", "/etc/dgxspark/monitoring/engine.key").stdout.split()
     assert key_file == ["640", "root", "65534"], key_file
     # Prometheus's API is on the head's loopback only: the controller gets no answer on the head's LAN address.
