@@ -160,9 +160,9 @@ def rule_groups(given: dict | None = None) -> dict:
         {"record": "dgxspark:cluster_tokens:increase_stall_window",
          "expr": f"sum by (cluster) (increase(vllm:generation_tokens_total[{stall}]))"
                  f" + sum by (cluster) (increase(vllm:prompt_tokens_total[{stall}]))"},
-        # vLLM >= 0.10 names it kv_cache_usage_perc; older releases gpu_cache_usage_perc (0 to 1 both).
+        # 0 to 1. (vLLM before 0.10, older than any image the collection serves, named it gpu_cache_usage_perc.)
         {"record": "dgxspark:cluster_kv_cache_usage:max",
-         "expr": "max by (cluster) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)"},
+         "expr": "max by (cluster) (vllm:kv_cache_usage_perc)"},
         {"record": "dgxspark:node_memory_available:ratio",
          "expr": "node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes"},
     ]
