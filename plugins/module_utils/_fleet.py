@@ -132,7 +132,7 @@ def _topology(name: str, members: list[str], hostvars: dict, errors: list[str]) 
 
 def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus_per_node: int = 1,
                   parallel: dict | None = None, max_nodes: int = MAX_NODES, min_nodes: int = 1,
-                  service_groups: t.Iterable[str] = SERVICE_GROUPS) -> dict:
+                  service_groups: tuple[str, ...] | list[str] = SERVICE_GROUPS) -> dict:
     """The fleet model of FLEET in GROUPS.
 
     HOSTVARS maps each host to the variables in HOST_VARS (others are ignored). PARALLEL maps a host (or ``"*"``
@@ -262,8 +262,6 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
                            "is_head": host == entry["head"], "size": entry["size"], "gpus": entry["gpus"],
                            "topology": entry["topology"], "fabric_ip": entry["fabric_ips"].get(host, "")}
     return {"group": fleet, "clusters": clusters, "host_cluster": host_cluster, "nodes": nodes, "errors": errors}
-
-
 
 
 def resolve_gateways(groups: dict, hostvars: dict, gateway_group: str = GATEWAY_GROUP, *,
