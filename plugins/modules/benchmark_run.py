@@ -123,7 +123,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 status:
-  description: C(ok), C(failed) (llama-benchy stopped with an error, or no request succeeded), C(timeout) or C(skipped) (check mode).
+  description:
+    - C(ok), C(failed) (llama-benchy stopped with an error, no request succeeded, or no decode time could be measured),
+      C(timeout) or C(skipped) (check mode).
   returned: always
   type: str
   sample: ok
@@ -228,9 +230,16 @@ def run_step(params, python=sys.executable, clock=time.monotonic):
             with open(progress_file, encoding="utf-8") as handle:
                 events = _benchmark.progress_events(handle.read())
         row = _benchmark.step_row(result, events, params["concurrency"], seconds=out["seconds"])
-        if not row["requests_ok"] or row["aggregate_tok_s"] is None:
+        if not row["requests_ok"]:
             return dict(out, row=row, status="failed",
                         detail="no request succeeded: " + ("; ".join(row["errors"]) or text.strip()[-300:]))
+        if row["aggregate_tok_s"] is None:
+            # Every token of every request reached llama-benchy in one read (the client starved of CPU, or a proxy
+            # buffering the stream): it had no decode time to divide by.
+            return dict(out, row=row, status="failed",
+                        detail=f"{row['requests_ok']} request(s) succeeded but llama-benchy could not time their decode "
+                               "(each stream's tokens arrived at once: a buffering proxy, or the controller short of "
+                               "CPU); raise benchmark_output_tokens or run it from a less loaded controller")
         return dict(out, row=row, status="ok")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -316,7 +316,7 @@ def test_per_host_interface_names_cabled_on_different_ports_serve(deployed):
 # regression), never a speed.
 
 BENCHMARK = str(REPO / "playbooks" / "benchmark.yml")
-SWEEP = ["-e", "benchmark_concurrency=1,2,4", "-e", "benchmark_prompt_tokens=64", "-e", "benchmark_output_tokens=16",
+SWEEP = ["-e", "benchmark_concurrency=1,2,4", "-e", "benchmark_prompt_tokens=64", "-e", "benchmark_output_tokens=64",
          "-e", "benchmark_runs=1", "-e", "benchmark_step_timeout=120", "-e", "benchmark_timeout=400"]
 
 
