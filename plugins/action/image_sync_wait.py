@@ -33,7 +33,7 @@ class Interrupted(Exception):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("jid", "status_file", "lease_file", "interval", "timeout"))
+    _VALID_ARGS = frozenset(("start", "jid", "status_file", "lease_file", "interval", "timeout"))
     _supports_check_mode = False
 
     def _module(self, name: str, args: dict, task_vars: dict) -> dict:
@@ -79,38 +79,60 @@ class ActionModule(ActionBase):
                 display.display(progress_line(host, progress))
 
     def _drop_lease(self, lease_file: str) -> None:
-        """Remove the job's lease on the node: the job sees it gone within a second and cancels itself."""
-        self._low_level_execute_command(f"rm -f -- {shlex.quote(lease_file)}")
+        """Mark the job's lease on the node cancelled (its time set to the epoch, the file created if the job has not
+        yet): the job sees it within a second and cancels itself, and a job starting later never begins."""
+        self._low_level_execute_command(f"touch -d @0 -- {shlex.quote(lease_file)}")
 
-    def follow_or_cancel(self, jid: str, status_file: str, lease_file: str, interval: int, timeout: int,
-                         task_vars: dict) -> dict:
-        """follow(), and when the play is interrupted meanwhile, remove the lease before the worker ends.
+    def _start(self, args: dict, status_file: str, lease_file: str, async_time: int, task_vars: dict) -> str:
+        """Start image_sync with ARGS in the background (async_wrapper, ASYNC_TIME s at most); its job ID."""
+        module_args = dict(args, status_file=status_file, lease_file=lease_file)
+        saved = self._task.async_val
+        self._task.async_val = async_time  # the module's async limit, as an `async:` keyword on a task would set it
+        try:
+            started = self._execute_module(module_name="dgxspark.vllm.image_sync", module_args=module_args,
+                                           task_vars=task_vars, wrap_async=True)
+        finally:
+            self._task.async_val = saved
+        if started.get("failed") or not started.get("ansible_job_id"):
+            raise AnsibleActionFail(f"cannot start the transfer in the background on "
+                                    f"{task_vars.get('inventory_hostname', '')}: {started.get('msg', started)}")
+        return started["ansible_job_id"]
 
-        A round under way is not ended by the interrupt: with an ssh control master (Ansible's default
-        ControlPersist) the session outlives the play's process, and the round would go on renewing. Removing the
-        lease cancels the job at once whether the interrupt came during a round or between two."""
+    def follow_or_cancel(self, jid: str | None, status_file: str, lease_file: str, interval: int, timeout: int,
+                         task_vars: dict, start: dict | None = None) -> dict:
+        """Start the job from START (when JID is None), follow() it, and when the play is interrupted meanwhile, mark
+        the lease cancelled before the worker ends.
+
+        The handler is in place before the job exists, so no interrupt goes unseen. A round under way is not ended by
+        the interrupt: with an ssh control master (Ansible's default ControlPersist) the session outlives the play's
+        process, and the round would go on renewing; a marked lease is never renewed. Marking it cancels the job at
+        once whether the interrupt came before it started, during a round or between two."""
+        def run() -> dict:
+            job = jid or self._start(start or {}, status_file, lease_file, timeout - 60, task_vars)
+            return self.follow(job, status_file, lease_file, interval, timeout, task_vars)
+
         if threading.current_thread() is not threading.main_thread():
-            return self.follow(jid, status_file, lease_file, interval, timeout, task_vars)
+            return run()
 
         def interrupted(signum, _frame):
             raise Interrupted(signum)
 
         previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
-            return self.follow(jid, status_file, lease_file, interval, timeout, task_vars)
+            return run()
         except Interrupted as exc:
             for signum in previous:  # the play's second signal (it terminates its workers) waits for the removal
                 signal.signal(signum, signal.SIG_IGN)
             try:
                 self._drop_lease(lease_file)
             except Exception as error:  # pylint: disable=broad-exception-caught
-                display.warning(f"could not remove the transfer's lease {lease_file} ({error}); the transfer cancels"
-                                " itself when the lease lapses")
+                display.warning(f"could not mark the transfer's lease {lease_file} cancelled ({error}); the transfer"
+                                " cancels itself when the lease lapses")
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             signal.raise_signal(exc.signum)  # the play's own handling of the signal (an Ansible worker ends here)
-            raise AnsibleActionFail(f"interrupted by signal {exc.signum}; the transfer's lease was removed, so the"
-                                    " transfer cancels itself") from None
+            raise AnsibleActionFail(f"interrupted by signal {exc.signum}; the transfer's lease was marked cancelled,"
+                                    " so the transfer cancels itself") from None
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -119,7 +141,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         _valid, args = self.validate_argument_spec(argument_spec={
-            "jid": {"type": "str", "required": True},
+            "start": {"type": "dict"},
+            "jid": {"type": "str"},
             "status_file": {"type": "path", "required": True},
             "lease_file": {"type": "path"},
             "interval": {"type": "int", "default": 5},
@@ -128,10 +151,16 @@ class ActionModule(ActionBase):
         if args["interval"] < 1 or args["timeout"] < 1:
             raise AnsibleActionFail(f"interval and timeout must be at least 1 s (are {args['interval']} and"
                                     f" {args['timeout']})")
+        if (args["start"] is None) == (args["jid"] is None):
+            raise AnsibleActionFail("give exactly one of start (the image_sync arguments of a job to start) and jid"
+                                    " (a job started before)")
+        if args["start"] is not None and args["timeout"] < 120:
+            raise AnsibleActionFail(f"timeout must be at least 120 s with start (is {args['timeout']}): the job's own"
+                                    " time limit is timeout less 60 s")
         try:
             result.update(self.follow_or_cancel(args["jid"], args["status_file"],
                                                 args["lease_file"] or args["status_file"] + ".lease",
-                                                args["interval"], args["timeout"], task_vars or {}))
+                                                args["interval"], args["timeout"], task_vars or {}, args["start"]))
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         return result

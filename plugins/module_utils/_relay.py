@@ -55,6 +55,9 @@ LEASE_TIMEOUT = 30
 # rounds (the next round's start) and the start of the first round are not a lost controller.
 LEASE_AHEAD = 2.0
 LEASE_START = 10.0
+# The modification time of a lease marked cancelled (touch -d @0): set by an interrupted follower, whether or not the
+# job had created its lease yet; no renewal moves it (renew refuses), every watch of it cancels.
+CANCEL_MARK = 0.0
 CANCELLED = "cancelled: the controller stopped following the transfer"
 
 
@@ -521,9 +524,20 @@ def idle_timeout(config: dict) -> float:
 
 # --------------------------------------------------------------------------- cancellation
 
+def cancel_marked(path: str, stat: t.Callable[[str], t.Any] = os.stat) -> bool:
+    """True when the lease file PATH carries the cancel mark (a modification time of CANCEL_MARK): an interrupted
+    follower sets it, creating the file when the job has not yet, so a job that starts afterwards cancels too."""
+    try:
+        return stat(path).st_mtime == CANCEL_MARK
+    except FileNotFoundError:
+        return False
+
+
 def renew(path: str, clock: t.Callable[[], float] = time.time, ahead: float = 0.0, create: bool = True) -> bool:
     """Renew the lease file PATH: set its modification time to now (AHEAD s later), creating it unless CREATE is
-    false; False when it is not there (and was not created)."""
+    false; False when it is not there (and was not created), or carries the cancel mark (never renewed away)."""
+    if cancel_marked(path):
+        return False
     if create:
         with open(path, "a", encoding="utf-8"):
             pass
@@ -589,7 +603,8 @@ class ControllerWatch(threading.Thread):
         """Why the controller is gone, or None while it follows."""
         if self.lease:
             try:
-                self.stat(self.lease[0])
+                if self.stat(self.lease[0]).st_mtime == CANCEL_MARK:
+                    return f"{CANCELLED} (its lease {self.lease[0]} was marked cancelled: the play was interrupted)"
                 self.lease_seen = True
             except FileNotFoundError:
                 if self.lease_seen:  # removed by the follower of an interrupted play (or by hand)

@@ -389,7 +389,9 @@ def run_module() -> None:
                          "repo_digests": source["repo_digests"], "fingerprint": source["fingerprint"]}}
     if p["lease_file"] and not module.check_mode:
         # before the first progress: a follower that sees the run's progress and no lease knows it was removed
-        renew(p["lease_file"], ahead=LEASE_START)  # the follower's first round starts after this task returned
+        if not renew(p["lease_file"], ahead=LEASE_START):  # the follower's first round starts after the job started
+            module.fail_json(msg=f"{CANCELLED} before it started (its lease {p['lease_file']} was marked cancelled:"
+                                 " the play was interrupted); nothing was sent", **result)
     progress = Progress(p["status_file"], source["size"], names)
     progress.set_phase("preflight")
     hops = []  # (Hop, chain) of the transfer, killed when the run is cancelled

@@ -299,6 +299,19 @@ def wait_until_no_transfer(nodes, within):
             time.sleep(0.3)
 
 
+def wait_until_transfer(nodes, within):
+    """Probe NODES (in parallel) for WITHIN seconds or until a transfer process runs on one; the seconds it took and
+    what was found on each node (nothing anywhere: none began)."""
+    began = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
+        while True:
+            found = dict(zip(nodes, pool.map(transfer_processes, nodes)))
+            took = time.monotonic() - began
+            if any(found.values()) or took >= within:
+                return took, found
+            time.sleep(0.3)
+
+
 def tx_bytes(i):
     """Bytes node I's fabric interface has sent."""
     return int(node_exec(node(i), "cat", f"/sys/class/net/{fabric_if(i)}/statistics/tx_bytes").stdout)

@@ -21,7 +21,7 @@ import pytest
 
 from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, cut_midway, fabric_if, fabric_ip, fleet_play,
                     mgmt_ip, node, node_exec, parse_adhoc, recap, report, run, throttled, transfer_processes, tx_bytes,
-                    wait_until_no_transfer)
+                    wait_until_no_transfer, wait_until_transfer)
 
 NODES = 4
 IMAGE = f"{PREFIX}-lab/imgsync"
@@ -387,9 +387,13 @@ def status_of(i, path="/run/dgxspark-image-sync.json"):
 def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(trusted, tmp_path):
     """Issue 15, point 6: SIGINT to ansible-playbook in the middle of an image transfer (fleet scope: node 2, and a relay
     chain through nodes 3 and 4): within 10 s no save, relay or load runs on any node and every target holds what it
-    held before (its tag where it was, no new image). The play's follower removes the job's lease when the play is
-    interrupted: a follow round under way on node 1 outlives the play (its ssh session lives in the control master)
-    and would otherwise go on renewing it."""
+    held before (its tag where it was, no new image). The play's follower marks the job's lease cancelled when the play
+    is interrupted: a follow round under way on node 1 outlives the play (its ssh session lives in the control master)
+    and would otherwise go on renewing it.
+
+    Then the same with SIGINT the moment the transfer's task begins, before the job has started or shown progress (a
+    worker that had not yet installed its handler used to die without a word, and the job ran on until its lease
+    lapsed, 40 s later: CI caught it under load)."""
     tag = f"{IMAGE}:cancel"
     cancel_id = build(tag, 64)  # not 60: the "fan" image is FROM the same base with the same RUN, so Docker's cache
     # would make it that very image, which the fan-out test has put on every node
@@ -398,33 +402,59 @@ def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(trusted,
         before = {i: (image_id(i, NAME), all_image_ids(i)) for i in (2, 3, 4)}
         assert all(cancel_id not in ids for _ref, ids in before.values())
         path = playbook_text(tmp_path, "sync.yml", SYNC_PLAY)
-        node_exec(node(1), "rm", "-f", "/run/dgxspark-image-sync.json")  # no earlier run's progress
+        argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(path), "-e", SOURCES, "-e",
+                f"image_sync_image={NAME}", "-e", "image_sync_trust=false", "-e", "image_sync_scope=fleet"]
 
         def moving(status):
             return bool(status) and status["phase"] == "transfer" and not status["done"] and status["bytes"] > 5_000_000
 
-        with throttled(1, "20mbit"):  # 64 MB: about 27 s, far longer than the test needs
-            with subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(path), "-e", SOURCES,
-                                   "-e", f"image_sync_image={NAME}", "-e", "image_sync_trust=false",
-                                   "-e", "image_sync_scope=fleet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, env=ansible_env(), cwd=REPO) as job:
-                deadline = time.monotonic() + 120
-                while not moving(status_of(1)):  # this run's bytes are moving
-                    assert job.poll() is None and time.monotonic() < deadline, "no transfer started"
-                    time.sleep(0.2)
-                assert all(transfer_processes(i) for i in (1, 2, 3, 4))  # the source, the hops and the receivers
+        def interrupted(when):
+            """Run the play, SIGINT it when WHEN(job) returns, then wait for every transfer process to end."""
+            node_exec(node(1), "rm", "-f", "/run/dgxspark-image-sync.json")  # no earlier run's progress
+            with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ansible_env(),
+                                  cwd=REPO) as job:
+                head = when(job)
                 job.send_signal(signal.SIGINT)
                 stopped, left = wait_until_no_transfer((1, 2, 3, 4), 10)
                 out, _err = job.communicate(timeout=60)
-        assert not any(left.values()) and stopped <= 10, (
-            f"still running {stopped:.1f} s after SIGINT: {left}\n{out[-2000:]}")
-        report(f"image transfer: every transfer process gone {stopped:.1f} s after SIGINT")
-        assert job.returncode != 0
-        for i in (2, 3, 4):
-            assert (image_id(i, NAME), all_image_ids(i)) == before[i], node(i)
-        status = status_of(1)
-        assert status["done"] is True and status["error"].startswith("cancelled: the controller stopped following"), \
-            status
+            out = head + out
+            assert not any(left.values()) and stopped <= 10, (
+                f"still running {stopped:.1f} s after SIGINT: {left}\n{out[-2000:]}")
+            # and none begins afterwards (a job whose start was under way when the play stopped reads its lease's
+            # cancel mark and ends before it sends anything)
+            _again, late = wait_until_transfer((1, 2, 3, 4), 3)
+            assert not any(late.values()), f"a transfer began after SIGINT: {late}\n{out[-2000:]}"
+            assert job.returncode != 0
+            for i in (2, 3, 4):
+                assert (image_id(i, NAME), all_image_ids(i)) == before[i], node(i)
+            return stopped
+
+        def bytes_moving(job):
+            deadline = time.monotonic() + 120
+            while not moving(status_of(1)):  # this run's bytes are moving
+                assert job.poll() is None and time.monotonic() < deadline, "no transfer started"
+                time.sleep(0.2)
+            assert all(transfer_processes(i) for i in (1, 2, 3, 4))  # the source, the hops and the receivers
+            return ""
+
+        def task_begins(job):
+            seen = []
+            for line in job.stdout:
+                seen.append(line)
+                if "Start the transfer and show its progress" in line:
+                    return "".join(seen)
+            raise AssertionError("the transfer's task never began:\n" + "".join(seen)[-2000:])
+
+        with throttled(1, "20mbit"):  # 64 MB: about 27 s, far longer than the test needs
+            mid = interrupted(bytes_moving)
+            status = status_of(1)
+            assert status["done"] is True and status["error"].startswith(
+                "cancelled: the controller stopped following"), status
+            early = interrupted(task_begins)
+            lease = node_exec(node(1), "stat", "-c", "%Y", "/run/dgxspark-image-sync.json.lease", check=False).stdout
+            assert lease.strip() in ("", "0"), lease  # never created, or marked cancelled
+        report(f"image transfer: every transfer process gone {mid:.1f} s after SIGINT mid-transfer, {early:.1f} s after"
+               " SIGINT as the transfer's task began")
     finally:
         for i in range(1, NODES + 1):
             drop_image(i, tag, cancel_id)

@@ -128,9 +128,10 @@ def test_the_loop_is_bounded_by_the_timeout(shown, monkeypatch):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_play_removes_the_lease_then_hands_the_signal_on(shown, signum):
+def test_an_interrupted_play_marks_the_lease_then_hands_the_signal_on(shown, signum):
     """ansible-playbook passes Ctrl-C (or SIGTERM) on to its worker; the round under way on the node would go on (its
-    session lives in the ssh control master), so the lease is removed first, then the play's own handler runs."""
+    session lives in the ssh control master), so the lease is marked cancelled first, then the play's own handler
+    runs."""
     seen = []
     previous = {s: signal.signal(s, lambda s_, _f: seen.append(("handler", s_))) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -147,7 +148,7 @@ def test_an_interrupted_play_removes_the_lease_then_hands_the_signal_on(shown, s
         action._low_level_execute_command = lambda cmd: seen.append(("node", cmd)) or {"rc": 0}
         with pytest.raises(AnsibleActionFail, match=f"interrupted by signal {int(signum)}; the transfer's lease was"):
             action.run(task_vars={"inventory_hostname": "spark-1"})
-        assert seen == [("node", "rm -f -- /run/s.json.lease"), ("handler", signum)]
+        assert seen == [("node", "touch -d @0 -- /run/s.json.lease"), ("handler", signum)]
         assert signal.getsignal(signal.SIGINT) is not None and signal.getsignal(signum).__name__ == "<lambda>"
     finally:
         for s, handler in previous.items():
@@ -165,4 +166,61 @@ def test_intervals_below_a_second_are_refused(args):
 def test_unknown_options_are_refused():
     action, _calls = make_action([], [], args={"jid": "j1", "status_file": "/s", "timeout": 10, "poll": 3})
     with pytest.raises(AnsibleActionFail, match="Invalid options"):
+        action.run(task_vars={})
+
+
+def test_started_here_the_job_gets_this_tasks_files_and_an_async_limit_below_the_timeout(shown):
+    args = {"start": {"image": "vllm-node:1", "targets": [{"host": "10.0.0.2"}]}, "status_file": "/run/s.json",
+            "interval": 1, "timeout": 600}
+    action, calls = make_action([DONE], [followed(None, running=False)], args=args)
+    launched = []
+
+    def execute_module(module_name, module_args, task_vars, wrap_async):
+        launched.append((module_name, module_args, wrap_async, action._task.async_val))
+        return {"started": 1, "finished": 0, "ansible_job_id": "j7", "changed": True}
+
+    action._execute_module = execute_module
+    action._job_status = lambda jid, task_vars: calls.append(("async_status", jid)) or DONE
+    assert action.run(task_vars={"inventory_hostname": "spark-1"})["finished"] is True
+    assert launched == [("dgxspark.vllm.image_sync", {"image": "vllm-node:1", "targets": [{"host": "10.0.0.2"}],
+                                                      "status_file": "/run/s.json", "lease_file": "/run/s.json.lease"},
+                         True, 540)]
+    assert action._task.async_val == 0  # the task's own async time is left as it was
+    assert ("async_status", "j7") in calls
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_while_the_job_starts_marks_its_lease_so_it_never_begins(shown, signum):
+    """The handler is in place before the job exists: an interrupt while it is being started (the job may or may not
+    have begun on the node) marks the lease, which a job starting afterwards reads as cancelled."""
+    seen = []
+    previous = {s: signal.signal(s, lambda s_, _f: seen.append(("handler", s_))) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        args = {"start": {"image": "vllm-node:1", "targets": [{"host": "10.0.0.2"}]}, "status_file": "/run/s.json",
+                "interval": 1, "timeout": 600}
+        action, calls = make_action([], [], args=args)
+
+        def execute_module(module_name, module_args, task_vars, wrap_async):
+            os.kill(os.getpid(), signum)
+            return {"ansible_job_id": "j7"}
+
+        action._execute_module = execute_module
+        action._low_level_execute_command = lambda cmd: seen.append(("node", cmd)) or {"rc": 0}
+        with pytest.raises(AnsibleActionFail, match="marked cancelled"):
+            action.run(task_vars={"inventory_hostname": "spark-1"})
+        assert seen == [("node", "touch -d @0 -- /run/s.json.lease"), ("handler", signum)]
+        assert calls == []  # no round was started
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@pytest.mark.parametrize("args, match", [
+    ({"status_file": "/s", "timeout": 600}, "exactly one of start"),
+    ({"jid": "j1", "start": {"image": "x"}, "status_file": "/s", "timeout": 600}, "exactly one of start"),
+    ({"start": {"image": "x"}, "status_file": "/s", "timeout": 119}, "at least 120 s with start"),
+])
+def test_start_or_jid_and_a_timeout_the_job_fits_in(args, match):
+    action, _calls = make_action([], [], args=args)
+    with pytest.raises(AnsibleActionFail, match=match):
         action.run(task_vars={})

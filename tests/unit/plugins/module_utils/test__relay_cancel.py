@@ -171,6 +171,27 @@ def test_the_watch_sees_a_removed_lease_at_once(tmp_path):
     assert u.renew(str(lease), create=False) is False and not lease.exists()
 
 
+def test_a_lease_marked_cancelled_cancels_at_once_and_is_never_renewed(tmp_path):
+    """An interrupted follower marks the lease (its time set to the epoch, creating it when the job had not yet): the
+    watch cancels at its next check, and no renewal (the job's own first one, a round under way) moves the mark."""
+    lease = tmp_path / "l"
+    w, _lost = watch(lease=(str(lease), 30))
+    u.renew(str(lease))
+    assert w.check() is None and not u.cancel_marked(str(lease))
+    os.utime(lease, (u.CANCEL_MARK, u.CANCEL_MARK))
+    reason = w.check()
+    assert reason.startswith(u.CANCELLED) and "was marked cancelled" in reason
+    assert u.renew(str(lease)) is False and u.renew(str(lease), ahead=10.0, create=False) is False
+    assert os.stat(lease).st_mtime == u.CANCEL_MARK
+    early = tmp_path / "early"  # marked before the job created it: the job's first renewal refuses
+    early.touch()
+    os.utime(early, (0, 0))
+    assert u.cancel_marked(str(early)) and u.renew(str(early), ahead=u.LEASE_START) is False
+    fresh, _lost = watch(lease=(str(early), 30))
+    assert "was marked cancelled" in fresh.check()
+    assert not u.cancel_marked(str(tmp_path / "absent"))
+
+
 def test_the_watch_sees_the_connection_closed_or_the_parent_gone():
     closed = [False]
     parent = [42]
