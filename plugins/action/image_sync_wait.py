@@ -115,14 +115,15 @@ class ActionModule(ActionBase):
             return run()
 
         def interrupted(signum, _frame):
+            # The play sends SIGTERM right after SIGINT: the second must not interrupt the lease's marking.
+            for each in previous:
+                signal.signal(each, signal.SIG_IGN)
             raise Interrupted(signum)
 
         previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
             return run()
-        except Interrupted as exc:
-            for signum in previous:  # the play's second signal (it terminates its workers) waits for the removal
-                signal.signal(signum, signal.SIG_IGN)
+        except Interrupted as exc:  # both signals are ignored from the first on: the play's second waits for the mark
             try:
                 self._drop_lease(lease_file)
             except Exception as error:  # pylint: disable=broad-exception-caught

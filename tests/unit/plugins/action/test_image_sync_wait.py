@@ -145,7 +145,14 @@ def test_an_interrupted_play_marks_the_lease_then_hands_the_signal_on(shown, sig
             return result
 
         action._module = round_then_signal
-        action._low_level_execute_command = lambda cmd: seen.append(("node", cmd)) or {"rc": 0}
+        other = signal.SIGTERM if signum == signal.SIGINT else signal.SIGINT
+
+        def mark(cmd):  # the play's next signal lands while the lease is being marked: it waits (ignored)
+            os.kill(os.getpid(), other)
+            seen.append(("node", cmd))
+            return {"rc": 0}
+
+        action._low_level_execute_command = mark
         with pytest.raises(AnsibleActionFail, match=f"interrupted by signal {int(signum)}; the transfer's lease was"):
             action.run(task_vars={"inventory_hostname": "spark-1"})
         assert seen == [("node", "touch -d @0 -- /run/s.json.lease"), ("handler", signum)]
