@@ -85,6 +85,16 @@ options:
         in between, so a head that dies is seen at once, not at the next read.
     type: float
     default: 3
+  detail:
+    description:
+      - What a read without a wait (O(wait_timeout=0)) asks Ray. V(full) runs four Ray commands (the version, the nodes,
+        the placement groups and C(ray status)); V(nodes) runs one, C(ray list nodes), and returns the node list and
+        the counts without RV(ray_version), RV(auth_mode), RV(placement_groups) or RV(status_text), and
+        RV(gpus_available) null, as after a wait (each Ray command starts a Python process in the container: about a second on the lab).
+      - A wait reads only the nodes whatever this says.
+    type: str
+    choices: [full, nodes]
+    default: full
   started_at:
     description:
       - The head container's C(State.StartedAt) when the caller started it. A different start time means the container
@@ -146,12 +156,12 @@ container:
   sample: {"name": "dgxspark-ray-head", "status": "running", "id": "4f1c2a9b0d3e"}
 ray_version:
   description: Ray version in the head container.
-  returned: when RV(reachable=true) and O(wait_timeout=0)
+  returned: when RV(reachable=true), O(wait_timeout=0) and O(detail=full)
   type: str
   sample: 2.54.1
 auth_mode:
   description: C(RAY_AUTH_MODE) of the head container, or null when it is not set.
-  returned: when RV(reachable=true) and O(wait_timeout=0)
+  returned: when RV(reachable=true), O(wait_timeout=0) and O(detail=full)
   type: str
   sample: token
 nodes:
@@ -206,13 +216,15 @@ gpus_total:
   type: float
   sample: 2.0
 gpus_available:
-  description: GPUs of the alive nodes not in use (placement-group reservations count as free until a task uses them).
+  description:
+    - GPUs of the alive nodes not in use (placement-group reservations count as free until a task uses them).
+    - Null after a wait or with O(detail=nodes) (it needs C(ray status)).
   returned: when RV(reachable=true)
   type: float
   sample: 2.0
 placement_groups:
   description: Placement groups of the cluster, sorted by id.
-  returned: when RV(reachable=true) and O(wait_timeout=0)
+  returned: when RV(reachable=true), O(wait_timeout=0) and O(detail=full)
   type: list
   elements: dict
   sample:
@@ -256,7 +268,7 @@ last_error:
   type: str
 status_text:
   description: The text of C(ray status), for logs and failure messages.
-  returned: when RV(reachable=true) and O(wait_timeout=0)
+  returned: when RV(reachable=true), O(wait_timeout=0) and O(detail=full)
   type: str
   sample: "======== Autoscaler status: ... ========\nNode status\n..."
 """
@@ -315,9 +327,13 @@ def _checked(container, argv, env, timeout) -> str:
     return out
 
 
-def collect(container, dashboard: str, timeout: int) -> dict[str, t.Any]:
-    """Run the Ray commands in ``container`` and parse them into the module's result."""
+def collect(container, dashboard: str, timeout: int, detail: str = "full") -> dict[str, t.Any]:
+    """Run the Ray commands in ``container`` and parse them into the module's result (DETAIL ``nodes``: the node list
+    only, one command)."""
     env = exec_env(container_env(container.attrs))
+    if detail == "nodes":
+        nodes = _ray.parse_nodes(_checked(container, _ray.list_nodes_cmd(dashboard), env, timeout))
+        return {"nodes": nodes, **_ray.summarise(nodes, None)}
     version = _ray.parse_version(_checked(container, _ray.RAY_VERSION_CMD, env, timeout))
     nodes = _ray.parse_nodes(_checked(container, _ray.list_nodes_cmd(dashboard), env, timeout))
     groups = _ray.parse_placement_groups(_checked(container, _ray.list_placement_groups_cmd(dashboard), env, timeout))
@@ -411,6 +427,7 @@ def main() -> None:
             "wait_node_ips": {"type": "list", "elements": "str", "default": []},
             "wait_interval": {"type": "float", "default": 3},
             "started_at": {"type": "str"},
+            "detail": {"type": "str", "choices": ["full", "nodes"], "default": "full"},
         },
         supports_check_mode=True,
     )
@@ -463,7 +480,8 @@ def main() -> None:
         module.exit_json(changed=False, container=info, **view, **wait)
     error = None
     try:
-        result = collect(container, module.params["dashboard_address"], module.params["timeout"])
+        result = collect(container, module.params["dashboard_address"], module.params["timeout"],
+                         module.params["detail"])
     except RayCommandError as exc:
         error = {"msg": str(exc)}
     except _ray.RayParseError as exc:

@@ -298,3 +298,13 @@ def test_a_failed_read_without_waiting_still_fails_with_the_wait_fields(capsys):
     container = FakeContainer(dict(HEALTHY, status=(1, b"", b"boom")))
     result, code, _client = run(capsys, {}, container)
     assert code == 1 and result["failed"] and result["wait_satisfied"] is False and result["container_ended"] is None
+
+
+def test_detail_nodes_runs_one_ray_command_and_returns_the_nodes(capsys):
+    """The head's "which nodes are alive" read of a rerun needs the node list only: one Ray command, not four."""
+    container = FakeContainer({"nodes": (0, fx("nodes_dead.json"), None)})  # any other command: KeyError
+    result, code, _client = run(capsys, {"detail": "nodes"}, container)
+    assert code == 0 and result["reachable"] is True
+    assert [cmd[3:5] for cmd, _kw in container.calls] == [["list", "nodes"]]
+    assert (result["alive_nodes"], result["alive_node_ips"], result["dead_node_ips"]) == (1, ["127.0.0.2"], ["127.0.0.3"])
+    assert result["gpus_available"] is None and "status_text" not in result and "ray_version" not in result
