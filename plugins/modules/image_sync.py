@@ -258,7 +258,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
     PROTOCOL, LayerFilter, chains, delta_plan, identity, inspect_header, plan, receive_header, tag_header,
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
-    CHUNK, LEASE_START, LEASE_TIMEOUT, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, IterReader, Progress, chain_results,
+    CANCELLED, CHUNK, LEASE_START, LEASE_TIMEOUT, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, IterReader, Progress, chain_results,
     close_reader, image_summary, mb_per_s, process_alive, pump, read_full, renew, request, ssh_argv, store_of, table,
 )
 

@@ -90,7 +90,7 @@ options:
       - What a read without a wait (O(wait_timeout=0)) asks Ray. V(full) runs four Ray commands (the version, the nodes,
         the placement groups and C(ray status)); V(nodes) runs one, C(ray list nodes), and returns the node list and
         the counts without RV(ray_version), RV(auth_mode), RV(placement_groups) or RV(status_text), and
-        RV(gpus_available) null, as after a wait (each Ray command starts a Python process in the container: about a second on the lab).
+        RV(gpus_available) null, as after a wait (each Ray command starts a Python process in the container, about a second on the lab).
       - A wait reads only the nodes whatever this says.
     type: str
     choices: [full, nodes]

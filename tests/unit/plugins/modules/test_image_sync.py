@@ -308,6 +308,27 @@ def test_a_lapsed_lease_kills_the_streams_and_fails_cancelled(capsys, tmp_path):
     assert status["done"] is True and status["error"].startswith("cancelled:")
 
 
+def test_a_job_whose_lease_was_marked_before_it_started_sends_nothing(capsys, tmp_path):
+    """The play was interrupted while the job was being started: the follower marked the lease (epoch time, the file
+    created) before the job took it. The job ends at once, cancelled, and asks no target anything."""
+    lease = tmp_path / "s.json.lease"
+    lease.touch()
+    mod.os.utime(lease, (0, 0))
+    api = mock.Mock()
+    api.inspect_image.return_value = {"Id": ID_A, "RepoDigests": [], "Size": SIZE, "Config": {"Labels": {}}}
+    api.info.return_value = {"Driver": "overlay2", "DriverStatus": []}
+    args = dict(ARGS, lease_file=str(lease), lease_timeout=5, status_file=str(tmp_path / "s.json"))
+    with patch_module_args(args), mock.patch.object(mod.docker, "APIClient", return_value=api), \
+            mock.patch.object(mod, "request", side_effect=AssertionError("a target was asked")), \
+            mock.patch.object(mod, "Hop", side_effect=AssertionError("a stream was opened")), \
+            mock.patch.object(mod.os.path, "exists", return_value=True), pytest.raises(SystemExit) as exc:
+        mod.main()
+    result = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 1 and result["msg"].startswith(
+        "cancelled: the controller stopped following the transfer before it started"), result["msg"]
+    assert mod.os.stat(lease).st_mtime == 0  # the mark stays
+
+
 def test_the_archive_of_a_killed_run_is_found_by_its_pid(tmp_path):
     """Finding 7: a tmp_tar of a killed run stayed in /var/tmp for good."""
     for name in ("image_sync-111-ab.tar", "image_sync-222-cd.tar", f"image_sync-{mod.os.getpid()}-ef.tar",
