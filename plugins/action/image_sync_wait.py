@@ -78,7 +78,7 @@ class ActionModule(ActionBase):
             if isinstance(progress, dict):
                 display.display(progress_line(host, progress))
 
-    def _drop_lease(self, lease_file: str) -> None:
+    def _mark_lease(self, lease_file: str) -> None:
         """Mark the job's lease on the node cancelled (its time set to the epoch, the file created if the job has not
         yet): the job sees it within a second and cancels itself, and a job starting later never begins."""
         self._low_level_execute_command(f"touch -d @0 -- {shlex.quote(lease_file)}")
@@ -125,7 +125,7 @@ class ActionModule(ActionBase):
             return run()
         except Interrupted as exc:  # both signals are ignored from the first on: the play's second waits for the mark
             try:
-                self._drop_lease(lease_file)
+                self._mark_lease(lease_file)
             except Exception as error:  # pylint: disable=broad-exception-caught
                 display.warning(f"could not mark the transfer's lease {lease_file} cancelled ({error}); the transfer"
                                 " cancels itself when the lease lapses")
