@@ -23,8 +23,11 @@ def progress_line(host: str, progress: dict) -> str:
             f" ({progress.get('percent')}%), {progress.get('mb_per_s')} MB/s, {progress.get('seconds')} s")
 
 
-class Interrupted(Exception):
-    """ansible-playbook passed a SIGINT or SIGTERM on to this worker while it followed the job."""
+class Interrupted(BaseException):
+    """ansible-playbook passed a SIGINT or SIGTERM on to this worker while it followed the job.
+
+    A BaseException, like KeyboardInterrupt: Ansible's own code that the signal lands in (building a module, its ssh
+    connection's retry loop) catches Exception and would turn it into another error or retry the command."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -114,29 +117,43 @@ class ActionModule(ActionBase):
         if threading.current_thread() is not threading.main_thread():
             return run()
 
+        caught: list[int] = []
+
         def interrupted(signum, _frame):
             # The play sends SIGTERM right after SIGINT: the second must not interrupt the lease's marking.
             for each in previous:
                 signal.signal(each, signal.SIG_IGN)
+            caught.append(signum)
             raise Interrupted(signum)
 
         previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
         try:
-            return run()
-        except Interrupted as exc:  # both signals are ignored from the first on: the play's second waits for the mark
-            try:
-                self._mark_lease(lease_file)
-            except Exception as error:  # pylint: disable=broad-exception-caught
-                display.warning(f"could not mark the transfer's lease {lease_file} cancelled ({error}); the transfer"
-                                " cancels itself when the lease lapses")
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            signal.raise_signal(exc.signum)  # the play's own handling of the signal (an Ansible worker ends here)
-            raise AnsibleActionFail(f"interrupted by signal {exc.signum}; the transfer's lease was marked cancelled,"
-                                    " so the transfer cancels itself") from None
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            result = run()
+        except BaseException:
+            if not caught:
+                restore()
+                raise
+        else:
+            if not caught:
+                restore()
+                return result
+        # Interrupted, whatever Ansible's code the signal landed in made of the Interrupted on its way out (passed it
+        # on, turned it into another error, or swallowed it).
+        # Both signals are ignored from the first on: the play's second waits for the mark.
+        try:
+            self._mark_lease(lease_file)
+        except Exception as error:  # pylint: disable=broad-exception-caught
+            display.warning(f"could not mark the transfer's lease {lease_file} cancelled ({error}); the transfer"
+                            " cancels itself when the lease lapses")
+        restore()
+        signal.raise_signal(caught[0])  # the play's own handling of the signal (an Ansible worker ends here)
+        raise AnsibleActionFail(f"interrupted by signal {caught[0]}; the transfer's lease was marked cancelled,"
+                                " so the transfer cancels itself")
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

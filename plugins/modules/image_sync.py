@@ -133,8 +133,10 @@ options:
       - Seconds without a renewal of O(lease_file) after which the run cancels itself. The follower renews it every
         second, and at the end of each of its rounds 2 seconds ahead (for the gap to the next round); the run's first
         renewal reaches 10 seconds ahead (for the follower's start).
-      - An interrupted play removes the lease (M(dgxspark.vllm.image_sync_wait)), and a run whose lease was there
-        and is gone cancels itself at once. So this bound applies to a play that was killed or lost its connection.
+      - An interrupted play marks the lease cancelled (M(dgxspark.vllm.image_sync_wait) sets its time to the epoch,
+        creating it if need be), and a run whose lease is marked, or was there and is gone, cancels itself at once (a
+        run that finds it marked at its start sends nothing). So this bound applies to a play that was killed or lost
+        its connection.
         A busy controller stretches the gap between rounds; too short a bound cancels healthy transfers.
     type: int
     default: 30

@@ -19,10 +19,10 @@ description:
     modification time to now) about every second meanwhile, and at the end of the round 2 seconds ahead (the gap to
     the next round). Returns the job's last progress.
   - B(Cancellation.) The job cancels itself (cuts its streams, which leaves every target as it was) when its lease
-    is not renewed for its C(lease_timeout), or is removed. This module looks for its controller four times a second
-    and removes the lease as soon as the controller is gone (its connection to this node closed, or its process here
-    ended). An interrupted play removes the lease itself (M(dgxspark.vllm.image_sync_wait)); a round still under way
-    then (an ssh control master keeps its session open) sees the lease gone and does not renew it back. A controller
+    is not renewed for its C(lease_timeout), is removed or is marked cancelled. This module looks for its controller
+    four times a second and removes the lease as soon as the controller is gone (its connection to this node closed,
+    or its process here ended). An interrupted play marks the lease cancelled itself (M(dgxspark.vllm.image_sync_wait));
+    a round still under way then (an ssh control master keeps its session open) sees the mark and never renews it. A controller
     lost between two rounds does not start the next one, and the lease lapses after C(lease_timeout).
 extends_documentation_fragment:
   - dgxspark.vllm.attributes

@@ -286,30 +286,28 @@ def transfer_processes(i):
     return node_exec(node(i), "pgrep", "-a", "-f", TRANSFER_PROCESSES, check=False).stdout.splitlines()
 
 
-def wait_until_no_transfer(nodes, within):
-    """Probe NODES (in parallel) until no transfer process runs on any, for at most WITHIN seconds from now; the
-    seconds it took (measured at the end of the probe that found none) and what was left on each node."""
-    began = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
-        while True:
-            left = dict(zip(nodes, pool.map(transfer_processes, nodes)))
-            took = time.monotonic() - began
-            if not any(left.values()) or took >= within:
-                return took, left
-            time.sleep(0.3)
-
-
-def wait_until_transfer(nodes, within):
-    """Probe NODES (in parallel) for WITHIN seconds or until a transfer process runs on one; the seconds it took and
-    what was found on each node (nothing anywhere: none began)."""
+def probe_transfers(nodes, within, done):
+    """Probe NODES (in parallel) until DONE(what runs on each node) or WITHIN seconds from now have passed; the
+    seconds it took (measured at the end of the last probe) and what the last probe found on each node."""
     began = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
         while True:
             found = dict(zip(nodes, pool.map(transfer_processes, nodes)))
             took = time.monotonic() - began
-            if any(found.values()) or took >= within:
+            if done(found) or took >= within:
                 return took, found
             time.sleep(0.3)
+
+
+def wait_until_no_transfer(nodes, within):
+    """Until no transfer process runs on any of NODES, for at most WITHIN s; (seconds, what was left on each)."""
+    return probe_transfers(nodes, within, lambda found: not any(found.values()))
+
+
+def wait_until_transfer(nodes, within):
+    """Until a transfer process runs on one of NODES, for at most WITHIN s; (seconds, what was found: nothing
+    anywhere means none began)."""
+    return probe_transfers(nodes, within, lambda found: any(found.values()))
 
 
 def tx_bytes(i):

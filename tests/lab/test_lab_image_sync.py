@@ -411,15 +411,14 @@ def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(trusted,
             return bool(status) and status["phase"] == "transfer" and not status["done"] and status["bytes"] > 5_000_000
 
         def interrupted(when):
-            """Run the play, SIGINT it when WHEN(job) returns, then wait for every transfer process to end."""
+            """Run the play, SIGINT it once WHEN(job) has returned, then wait for every transfer process to end."""
             node_exec(node(1), "rm", "-f", "/run/dgxspark-image-sync.json")  # no earlier run's progress
             with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ansible_env(),
                                   cwd=REPO) as job:
-                head = when(job)
+                when(job)
                 job.send_signal(signal.SIGINT)
                 stopped, left = wait_until_no_transfer((1, 2, 3, 4), 10)
                 out, _err = job.communicate(timeout=60)
-            out = head + out
             assert not any(left.values()) and stopped <= 10, (
                 f"still running {stopped:.1f} s after SIGINT: {left}\n{out[-2000:]}")
             # and none begins afterwards (a job whose start was under way when the play stopped reads its lease's
@@ -437,14 +436,12 @@ def test_ctrl_c_on_the_play_stops_the_transfer_on_every_node_within_10s(trusted,
                 assert job.poll() is None and time.monotonic() < deadline, "no transfer started"
                 time.sleep(0.2)
             assert all(transfer_processes(i) for i in (1, 2, 3, 4))  # the source, the hops and the receivers
-            return ""
 
         def job_begins(job):
             deadline = time.monotonic() + 120
             while status_of(1) is None:  # the job wrote nothing yet
                 assert job.poll() is None and time.monotonic() < deadline, "no transfer started"
                 time.sleep(0.1)
-            return ""
 
         with throttled(1, "20mbit"):  # 64 MB: about 27 s, far longer than the test needs
             mid = interrupted(bytes_moving)

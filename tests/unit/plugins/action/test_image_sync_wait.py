@@ -162,6 +162,54 @@ def test_an_interrupted_play_marks_the_lease_then_hands_the_signal_on(shown, sig
             signal.signal(s, handler)
 
 
+def test_an_interrupt_passes_through_ansibles_except_exception_and_is_handled_even_when_swallowed(shown):
+    """The signal lands in Ansible's own code: an `except Exception` there (building a module, the ssh connection's
+    retry loop) must not turn it into another error or retry; and when some code swallows it anyway, the lease is
+    still marked once the follow ends, and the play's handler still runs."""
+    seen = []
+    previous = {s: signal.signal(s, lambda s_, _f: seen.append(("handler", s_))) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        action, calls = make_action([], [followed(PROGRESS)])
+        rounds = action._module
+
+        def round_in_ansible_code(name, module_args, task_vars):
+            for attempt in range(2):  # the ssh connection's retry loop (ansible_ssh_retries)
+                try:
+                    if attempt == 0:
+                        os.kill(os.getpid(), signal.SIGINT)
+                    return rounds(name, module_args, task_vars)
+                except Exception:  # pylint: disable=broad-exception-caught
+                    continue
+            raise AssertionError("unreachable")
+
+        action._module = round_in_ansible_code
+        action._low_level_execute_command = lambda cmd: seen.append(("node", cmd)) or {"rc": 0}
+        with pytest.raises(AnsibleActionFail, match="interrupted by signal 2"):
+            action.run(task_vars={"inventory_hostname": "spark-1"})
+        assert seen == [("node", "touch -d @0 -- /run/s.json.lease"), ("handler", signal.SIGINT)]
+        assert calls == []  # the retry loop did not run the round again (it would renew the lease)
+
+        seen.clear()
+        action, calls = make_action([DONE], [followed(None, running=False)])
+        rounds = action._module
+
+        def swallowing_round(name, module_args, task_vars):
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+            except BaseException:  # pylint: disable=broad-exception-caught
+                pass
+            return rounds(name, module_args, task_vars)
+
+        action._module = swallowing_round
+        action._low_level_execute_command = lambda cmd: seen.append(("node", cmd)) or {"rc": 0}
+        with pytest.raises(AnsibleActionFail, match="interrupted by signal 2"):
+            action.run(task_vars={"inventory_hostname": "spark-1"})
+        assert seen == [("node", "touch -d @0 -- /run/s.json.lease"), ("handler", signal.SIGINT)]
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 @pytest.mark.parametrize("args", [{"jid": "j1", "status_file": "/s", "interval": 0, "timeout": 10},
                                   {"jid": "j1", "status_file": "/s", "timeout": 0}])
 def test_intervals_below_a_second_are_refused(args):
