@@ -105,6 +105,8 @@ ENGINE_FILES = ("tests/lab/test_lab_deploy.py", "tests/lab/test_lab_serve_faults
 # The other lab files, longest first, so that the short ones fill the end. test_lab_known_issues and
 # test_lab_unified_memory start engines without Ray (the stand-in, mp).
 OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the image test_real_vllm serves
+               # molecule test --all, on a lab of its own (mp engines, no Ray)
+               "tests/lab/test_molecule.py",
                "tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_image_sync.py",
                "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
@@ -214,10 +216,27 @@ def report(line):
     print(line)
 
 
+# tests/lab/test_molecule.py keeps molecule's output here; the steps it ran close the session's output.
+MOLECULE_LOG = REPO / "tests" / "output" / "molecule.log"
+_SESSION_STARTED = time.time()
+
+
+def molecule_steps(text):
+    """The lines of molecule's closing summary: a step per line ("deploy ➜ idempotence: Executed: Successful"), then a
+    line per scenario with its counts."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    return [line for line in text.splitlines()
+            if re.match(r"^\w+ ➜ \w+: Executed: ", line) or re.match(r"^\w+\s+: actions=", line)]
+
+
 def pytest_terminal_summary(terminalreporter):
     if REPORTS:
         terminalreporter.section("lab reports")
         for line in REPORTS:
+            terminalreporter.write_line(line)
+    if MOLECULE_LOG.exists() and MOLECULE_LOG.stat().st_mtime >= _SESSION_STARTED:
+        terminalreporter.section(f"molecule test --all ({_rel(MOLECULE_LOG)})")
+        for line in molecule_steps(MOLECULE_LOG.read_text(errors="replace")):
             terminalreporter.write_line(line)
 
 

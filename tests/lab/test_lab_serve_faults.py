@@ -115,6 +115,7 @@ def test_wrong_nccl_interface_on_the_worker_is_a_collective_init_hang(serving_la
     assert elapsed < 400
 
 
+@pytest.mark.slow  # a worker's engine killed, shown by status.yml: molecule's faults scenario in make test (mp backend)
 def test_killing_the_worker_while_serving_shows_the_pair_unhealthy(serving_lab):
     serve("-e", "vllm_serve_state=absent")
     up = serve("-e", "dgxspark_image=lab/vllm-node:0.14", "-e", "dgxspark_model=Qwen/Qwen3-30B-A3B")

@@ -1,0 +1,43 @@
+"""`molecule test --all` in make test: every scenario under molecule/ (default, deploy, cluster4, rollout, faults,
+teardown), each with its idempotence step, on a lab of molecule's own (prefix mol, its own subnets and inventory),
+which the default scenario's create brings up and its destroy removes: this worker's lab, which the files after this
+one use, is never touched. The scenarios deploy with the mp backend (.config/molecule/config.yml): the engine files run
+Ray clusters on the other worker meanwhile.
+
+Molecule's own output is kept in tests/output/molecule.log; the steps it ran, one line each, are printed at the end of
+the pytest run (tests/lab/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from labkit import BIN, MOLECULE_LOG, REPO, molecule_steps, run
+
+SCENARIOS = ("cluster4", "default", "deploy", "faults", "rollout", "teardown")
+MOLECULE_LAB = {
+    "DGXSPARK_LAB_PREFIX": "mol",
+    "DGXSPARK_LAB_MGMT_SUBNET": "192.168.239.0/24",
+    "DGXSPARK_LAB_FABRIC_SUBNET": "192.168.126.0/24",
+    "DGXSPARK_LAB_FABRIC2_SUBNET": "192.168.127.0/24",
+    "DGXSPARK_LAB_INVENTORY": str(REPO / "inventories" / "lab" / "hosts-mol.yml"),
+    "DGXSPARK_LAB_INVENTORY_FILE": "hosts-mol.yml",
+}
+
+
+def test_molecule_test_all_passes_every_scenario_with_its_idempotence_step():
+    assert sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml")) == sorted(SCENARIOS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DGXSPARK_LAB_", "MOLECULE_"))}
+    env.update(MOLECULE_LAB, PATH=f"{BIN}:{env.get('PATH', '')}", ANSIBLE_FORCE_COLOR="0", NO_COLOR="1")
+    proc = run([str(BIN / "molecule"), "test", "--all"], check=False, env=env, timeout=3600)
+    MOLECULE_LOG.parent.mkdir(parents=True, exist_ok=True)
+    MOLECULE_LOG.write_text(proc.stdout + proc.stderr)
+    text = "\n".join(molecule_steps(proc.stdout + proc.stderr))
+    assert proc.returncode == 0, (text, (proc.stdout + proc.stderr)[-8000:])
+    for scenario in SCENARIOS:
+        # Molecule's summary: a line per scenario (the default's create and destroy have lines of their own), none
+        # with a failed action.
+        failed = re.findall(rf"^{scenario}\s+: actions=\d+\s+successful=\d+ .* failed=(\d+)$", text, re.M)
+        assert failed and set(failed) == {"0"}, (scenario, text[-4000:])
+        assert re.search(rf"^{scenario} ➜ idempotence: Executed: Successful", text, re.M), (scenario, text[-4000:])
+    assert re.search(r"^default ➜ destroy: Executed: Successful", text, re.M)
