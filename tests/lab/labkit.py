@@ -222,11 +222,11 @@ _SESSION_STARTED = time.time()
 
 
 def molecule_steps(text):
-    """The lines of molecule's closing summary: a step per line ("deploy ➜ idempotence: Executed: Successful"), then a
-    line per scenario with its counts."""
+    """The lines of molecule's closing summary: a step per line ("deploy > idempotence: Executed: Successful"; molecule
+    draws the arrow as "➜" on a terminal), then a line per scenario with its counts."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    return [line for line in text.splitlines()
-            if re.match(r"^\w+ ➜ \w+: Executed: ", line) or re.match(r"^\w+\s+: actions=", line)]
+    return [re.sub(r"^(\w+) ➜ ", r"\1 > ", line) for line in text.splitlines()
+            if re.match(r"^\w+ (➜|>) \w+: Executed: ", line) or re.match(r"^\w+\s+: actions=", line)]
 
 
 def pytest_terminal_summary(terminalreporter):

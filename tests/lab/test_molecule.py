@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 
-from labkit import BIN, MOLECULE_LOG, REPO, molecule_steps, run
+from labkit import BIN, MOLECULE_LOG, REPO, molecule_steps
 
 SCENARIOS = ("cluster4", "default", "deploy", "faults", "rollout", "teardown")
 MOLECULE_LAB = {
@@ -29,15 +30,17 @@ def test_molecule_test_all_passes_every_scenario_with_its_idempotence_step():
     assert sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml")) == sorted(SCENARIOS)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DGXSPARK_LAB_", "MOLECULE_"))}
     env.update(MOLECULE_LAB, PATH=f"{BIN}:{env.get('PATH', '')}", ANSIBLE_FORCE_COLOR="0", NO_COLOR="1")
-    proc = run([str(BIN / "molecule"), "test", "--all"], check=False, env=env, timeout=3600)
+    # Molecule logs to stderr and Ansible writes to stdout: one stream keeps them in order.
+    proc = subprocess.run([str(BIN / "molecule"), "test", "--all"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=env, timeout=3600, check=False, cwd=REPO)
     MOLECULE_LOG.parent.mkdir(parents=True, exist_ok=True)
-    MOLECULE_LOG.write_text(proc.stdout + proc.stderr)
-    text = "\n".join(molecule_steps(proc.stdout + proc.stderr))
-    assert proc.returncode == 0, (text, (proc.stdout + proc.stderr)[-8000:])
+    MOLECULE_LOG.write_text(proc.stdout)
+    text = "\n".join(molecule_steps(proc.stdout))
+    assert proc.returncode == 0, (text, proc.stdout[-8000:])
     for scenario in SCENARIOS:
         # Molecule's summary: a line per scenario (the default's create and destroy have lines of their own), none
         # with a failed action.
         failed = re.findall(rf"^{scenario}\s+: actions=\d+\s+successful=\d+ .* failed=(\d+)$", text, re.M)
         assert failed and set(failed) == {"0"}, (scenario, text[-4000:])
-        assert re.search(rf"^{scenario} ➜ idempotence: Executed: Successful", text, re.M), (scenario, text[-4000:])
-    assert re.search(r"^default ➜ destroy: Executed: Successful", text, re.M)
+        assert re.search(rf"^{scenario} > idempotence: Executed: Successful", text, re.M), (scenario, text[-4000:])
+    assert re.search(r"^default > destroy: Executed: Successful", text, re.M)
