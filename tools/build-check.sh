@@ -47,7 +47,7 @@ export PATH="$VENV/bin:$PATH"
 FORBIDDEN=(
     lab/ bench/ molecule/ tools/ build/ collect_logs/ inventories/lab/
     tests/unit/ tests/lab/ tests/integration/ tests/output/
-    .venv .collections/ .pytest_cache/ .ansible/ .git/ .github/ .ci/ .tox/ .mypy_cache/
+    .venv .collections/ .pytest_cache/ .ansible/ .git/ .github/ .ci/ .tox/ .mypy_cache/ .config/
     Makefile requirements-test.txt requirements-sanity-latest.txt .gitignore
     changelogs/.plugin-cache.yaml
     "*/__pycache__/" "*.pyc" "*.tar.gz" "*.retry"

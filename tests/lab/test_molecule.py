@@ -28,7 +28,11 @@ MOLECULE_LAB = {
 
 def test_molecule_test_all_passes_every_scenario_with_its_idempotence_step():
     assert sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml")) == sorted(SCENARIOS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DGXSPARK_LAB_", "MOLECULE_"))}
+    # This worker's lab is named by the environment (labkit); molecule's is not that one. The lab's other settings
+    # (its image cache) stay.
+    own = ("DGXSPARK_LAB_PREFIX", "DGXSPARK_LAB_MGMT_SUBNET", "DGXSPARK_LAB_FABRIC_SUBNET", "DGXSPARK_LAB_FABRIC2_SUBNET",
+           "DGXSPARK_LAB_INVENTORY", "DGXSPARK_LAB_NODES", "DGXSPARK_LAB_CLUSTER_SIZE", "DGXSPARK_LAB_FABRIC_TOPOLOGY")
+    env = {k: v for k, v in os.environ.items() if k not in own and not k.startswith("MOLECULE_")}
     env.update(MOLECULE_LAB, PATH=f"{BIN}:{env.get('PATH', '')}", ANSIBLE_FORCE_COLOR="0", NO_COLOR="1")
     # Molecule logs to stderr and Ansible writes to stdout: one stream keeps them in order.
     proc = subprocess.run([str(BIN / "molecule"), "test", "--all"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
