@@ -15,7 +15,7 @@ description:
   summary; the engine the head serves (from its release record and containers, see P(dgxspark.vllm.status_engine#filter)), its
   C(/health) code, the sum of C(vllm:generation_tokens_total) in its C(/metrics), what is wrong (an unhealthy
   engine, or Ray short of nodes), and the Ray cluster (nodes alive of the cluster's size, their addresses, GPUs,
-  dead nodes, Ray version) or why it is not running.
+  dead nodes, Ray version) or why it is not running; a release served with the C(mp) backend says it runs without Ray.
 - Then one row per member, in order, with its containers' names and states.
 positional: _input
 options:

@@ -84,14 +84,17 @@ def _int(value: t.Any, default: int) -> int:
 
 
 def summary(engine_: t.Mapping[str, t.Any] | None, health: t.Any, metrics: t.Any, ray: t.Mapping[str, t.Any] | None,
-            size: int) -> str:
+            size: int, backend: str = "ray") -> str:
     """The cluster's line: the engine (model, URL, health, tokens, what is wrong) and its Ray cluster.
 
     ``health`` is the ``/health`` status code (-1 or None: no answer), ``ray`` the ``ray_cluster_info`` result
-    (``{}``: the head was not reached), ``size`` the number of members.
+    (``{}``: the head was not reached), ``size`` the number of members. ``backend`` is the release's: with ``mp``
+    (vLLM's own multi-node mode) the cluster has no Ray, and the line says so instead of "Ray: not running".
     """
     ray = ray or {}
     code = _int(health, -1)
+    if backend == "mp":
+        ray = {}
     ray_up = bool(ray.get("reachable"))
     alive = _int(ray.get("alive_nodes"), 0)
     ray_short = ray_up and alive < size
@@ -104,6 +107,8 @@ def summary(engine_: t.Mapping[str, t.Any] | None, health: t.Any, metrics: t.Any
                 + (f" (UNHEALTHY: {problem})" if code != 200 or ray_short else "") + "; ")
     else:
         text = "not serving; "
+    if backend == "mp":
+        return text + f"mp across {size} node(s), no Ray"
     if not ray_up:
         return text + f"Ray: not running ({ray.get('msg') or HEAD_UNREACHABLE})"
     dead = _int(ray.get("dead_nodes"), 0)
@@ -167,7 +172,7 @@ def table(cluster: str, members: t.Sequence[str], *, head: str, containers: t.Se
     if head_in_play:
         head_containers = containers[members.index(head)]
         engine_ = engine(release, head_containers, ray_head_container=ray_head_container, mp_container=mp_container)
-        line = summary(engine_, health, metrics, ray, len(members))
+        line = summary(engine_, health, metrics, ray, len(members), backend=str(release_record(release).get("backend") or "ray"))
     else:
         line = f"not serving; Ray: not running ({HEAD_UNREACHABLE})"
     lines = [f"{cluster}: {line}"] + rows(members, containers)

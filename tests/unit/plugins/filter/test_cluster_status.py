@@ -107,6 +107,15 @@ def test_a_release_whose_engine_container_is_gone_is_not_serving():
         "pair1: model qwen3-30b-a3b at")
 
 
+def test_an_mp_release_has_no_ray_and_its_line_does_not_ask_for_one():
+    mp_release = slurped(dict(RELEASE, backend="mp"))
+    mp = [[container("dgxspark-vllm")], [container("dgxspark-vllm")]]
+    no_ray = {"reachable": False, "msg": "container dgxspark-ray-head does not exist on this node"}
+    line = table(release=mp_release, containers=mp, ray=no_ray)[0]
+    assert line.endswith("; mp across 2 node(s), no Ray") and "Ray: not running" not in line and "UNHEALTHY" not in line
+    assert table(release=mp_release, containers=[[], []])[0] == "pair1: not serving; mp across 2 node(s), no Ray"
+
+
 def test_ray_not_running_or_the_head_unreachable():
     down = {"reachable": False, "msg": "container dgxspark-ray-head does not exist on this node"}
     assert table(ray=down, release={})[0] == (
