@@ -97,6 +97,16 @@ clock:
   returned: always
   type: float
   sample: 1795960000.123
+running_engines:
+  description:
+    - The names of the running containers whose label C(org.dgxspark.vllm.component) is C(ray) or C(vllm) (the
+      collection's engine containers of either backend; empty when the engine does not answer). A running engine holds the GPU, and the
+      P(dgxspark.vllm.preflight#role) role proves the GPU in a new container only on a node where none runs.
+  returned: always
+  type: list
+  elements: str
+  sample: [dgxspark-ray-head]
+  version_added: 0.2.0
 pings:
   description: One entry per O(ping_targets) with C(target), C(rc) (0 when every echo was answered) and C(output).
   returned: always
@@ -113,6 +123,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import InputError, ip
 
+ENGINE_LABEL = "org.dgxspark.vllm.component"
+ENGINE_COMPONENTS = ("ray", "vllm")  # the watchdog's, the gateway's and the monitoring's containers carry other values
 GPU_QUERY = ["--query-gpu=name,memory.total,driver_version,uuid", "--format=csv,noheader"]
 
 
@@ -198,6 +210,12 @@ def main() -> None:
     clock = time.time()
     rc, out, err = run(module, "docker", ["version", "--format", "{{.Server.Version}}"])
     docker = {"rc": rc, "version": out.strip() if rc == 0 else "", "error": "" if rc == 0 else (err or out.strip())}
+    engines: list[str] = []
+    if rc == 0:
+        rc, out, _err = run(module, "docker", ["ps", "--filter", f"label={ENGINE_LABEL}", "--format",
+                                               '{{.Names}}\t{{.Label "%s"}}' % ENGINE_LABEL])
+        rows = [line.split("\t") for line in out.splitlines()] if rc == 0 else []
+        engines = sorted(row[0].strip() for row in rows if len(row) == 2 and row[1].strip() in ENGINE_COMPONENTS)
     rc, out, err = run(module, "nvidia-smi", GPU_QUERY)
     gpus = {"rc": rc, "lines": [line.strip() for line in out.splitlines() if "," in line], "output": out.strip(),
             "error": err}
@@ -207,7 +225,7 @@ def main() -> None:
     except OSError:
         memory = {}
     module.exit_json(
-        changed=False, clock=clock, docker=docker, gpus=gpus,
+        changed=False, clock=clock, docker=docker, gpus=gpus, running_engines=engines,
         memory_total_bytes=memory.get("MemTotal", 0), memory_available_bytes=memory.get("MemAvailable", 0),
         disk=free_space(p["docker_root"]), pings=ping_all(module, p),
     )

@@ -35,7 +35,7 @@ def run(capsys, args):
 
 
 def test_a_healthy_node(bindir, tmp_path, capsys):
-    tool(bindir, "docker", 'echo "28.3.3"')
+    tool(bindir, "docker", '[ "$1" = ps ] || echo "28.3.3"')
     tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
     tool(bindir, "ping", 'echo "$@" >> "%s"; echo "2 packets transmitted, 2 received, 0%% packet loss"' % (tmp_path / "pings"))
     before = time.time()
@@ -43,6 +43,7 @@ def test_a_healthy_node(bindir, tmp_path, capsys):
                           "ping_interface": "enp1s0f1np1", "mtu": 9000})
     assert result["changed"] is False
     assert result["docker"] == {"rc": 0, "version": "28.3.3", "error": ""}
+    assert result["running_engines"] == []
     assert result["gpus"]["rc"] == 0 and result["gpus"]["lines"] == ["NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"]
     assert result["memory_total_bytes"] > 0 and 0 < result["memory_available_bytes"] <= result["memory_total_bytes"]
     assert result["disk"]["error"] == "" and result["disk"]["free_bytes"] > 0
@@ -104,3 +105,14 @@ def test_pings_run_at_once(bindir, tmp_path, capsys):
                          'echo together' % (marks, marks))
     result = run(capsys, {"docker_root": str(tmp_path), "ping_targets": [f"10.0.0.{i}" for i in range(2, 6)]})
     assert [(p["rc"], p["output"]) for p in result["pings"]] == [(0, "together")] * 4
+
+
+def test_running_engine_containers_are_named(bindir, tmp_path, capsys):
+    tool(bindir, "docker", 'if [ "$1" = ps ]; then echo "$@" > "%s"; '
+                           'printf "dgxspark-ray-head\\tray\\ndgxspark-watchdog\\twatchdog\\nx\\thybrid-image\\n"; '
+                           'else echo "28.3.3"; fi' % (tmp_path / "ps"))
+    tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
+    result = run(capsys, {"docker_root": str(tmp_path)})
+    assert result["running_engines"] == ["dgxspark-ray-head"]
+    assert (tmp_path / "ps").read_text().split(" ")[:4] == ["ps", "--filter", "label=org.dgxspark.vllm.component",
+                                                            "--format"]
