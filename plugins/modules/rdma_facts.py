@@ -83,6 +83,13 @@ options:
         this node (other than the fabric) holds it, it is RV(lan_ip); a DNS name or an address behind NAT is ignored.
     type: str
     version_added: 0.1.0
+  verbs_dir:
+    description:
+      - The directory of the RDMA verbs devices the engine containers are given; RV(verbs_devices) lists its C(uverbs*)
+        entries (C(NCCL_NET=IB) stops NCCL in a container without them).
+    type: path
+    default: /dev/infiniband
+    version_added: 0.2.0
   debug:
     description:
       - Add the debugging variables C(NCCL_DEBUG=INFO), C(NCCL_DEBUG_SUBSYS=INIT,NET) (shows C(NET/IB) versus
@@ -133,6 +140,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+verbs_devices:
+  description: The C(uverbs*) entries of O(verbs_dir), sorted; empty when there is none or the directory is missing.
+  returned: always
+  type: list
+  elements: str
+  sample: [uverbs0, uverbs1]
+  version_added: 0.2.0
 rdma_devices:
   description:
     - RDMA devices by name, from C(/sys/class/infiniband). Empty without RDMA.
@@ -269,6 +283,14 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._fabric import Fabri
 _FS_ROOT = "/"
 
 
+def verbs_devices(directory: str) -> list[str]:
+    """The uverbs* entries of DIRECTORY (below _FS_ROOT), sorted; [] when it cannot be listed."""
+    try:
+        return sorted(name for name in os.listdir(os.path.join(_FS_ROOT, directory.lstrip("/"))) if name.startswith("uverbs"))
+    except OSError:
+        return []
+
+
 def run_module(module: AnsibleModule) -> dict:
     """Gather the facts; fails the module with a clear message on any problem."""
     ip_bin = module.get_bin_path("ip", required=True)
@@ -295,6 +317,7 @@ def run_module(module: AnsibleModule) -> dict:
         module.fail_json(msg=f"rdma_facts: {exc}")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         module.fail_json(msg=f"rdma_facts: unexpected error while reading the fabric: {exc}", exception=traceback.format_exc())
+    facts["verbs_devices"] = verbs_devices(params["verbs_dir"])
     return facts
 
 
@@ -309,6 +332,7 @@ def main() -> None:
             extra_env=dict(type="dict", default={}),
             lan_hint=dict(type="str"),
             fabric=dict(type="bool", default=True),
+            verbs_dir=dict(type="path", default="/dev/infiniband"),
         ),
         supports_check_mode=True,
     )

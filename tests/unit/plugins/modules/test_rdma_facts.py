@@ -17,7 +17,7 @@ from ansible_collections.dgxspark.vllm.tests.unit.plugins.module_utils import fa
 
 IP = "/usr/sbin/ip"
 FACT_KEYS = ["env", "fabric_hcas", "fabric_interface", "fabric_ip", "fabric_mtu", "lan_interface", "lan_ip", "netdevs",
-             "rdma_devices", "transport", "warnings"]
+             "rdma_devices", "transport", "verbs_devices", "warnings"]
 
 
 def run_main(capsys, tmp_path, layout, args=None, ip_result=None):
@@ -57,6 +57,20 @@ def test_spark_facts(capsys, tmp_path):
     assert result["env"]["NCCL_IB_GID_INDEX"] == "3"
     assert result["env"]["RAY_OVERRIDE_NODE_IP_ADDRESS"] == "192.168.100.10"
     assert result["rdma_devices"]["rocep1s0f1"]["ports"][0]["roce_v2_gid_index"] == 3
+
+
+def test_verbs_devices_are_listed_from_verbs_dir(capsys, tmp_path):
+    verbs = tmp_path / "dev" / "infiniband"
+    verbs.mkdir(parents=True)
+    for name in ("uverbs1", "rdma_cm", "uverbs0"):
+        (verbs / name).write_text("")
+    result, _run, _warn = run_main(capsys, tmp_path, trees.spark_layout())
+    assert result["verbs_devices"] == ["uverbs0", "uverbs1"]
+    assert result["ansible_facts"]["dgxspark_fabric"]["verbs_devices"] == ["uverbs0", "uverbs1"]
+    other = tmp_path / "other"
+    other.mkdir()
+    result, _run, _warn = run_main(capsys, other, trees.spark_layout(), args={"verbs_dir": "/dev/none"})
+    assert result["verbs_devices"] == []
 
 
 def test_check_mode_gives_the_same_facts(capsys, tmp_path):
