@@ -12,10 +12,10 @@ version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
-  - Lists the node's containers, running or not, whose label O(label) is one of O(components) (the engine containers of both
-    backends: the Ray head and workers, the C(mp) ranks) and reports for each what a deploy asks before it changes
-    anything - whether it runs, when it started, the image it was created from, its configuration fingerprint label,
-    its restart policy and restart count.
+  - Lists the node's containers, running or not, whose label O(label) is one of O(components) (by default the engine
+    containers of both backends, that is the Ray head and workers and the C(mp) ranks) and reports for each what a
+    deploy asks before it changes anything - whether it runs, when it started, the image it was created from, its
+    configuration fingerprint label, its restart policy and restart count.
   - The P(dgxspark.vllm.vllm_serve#role) role runs it once per node before the engine switch. Its answer decides
     whether any container of the cluster is to be created, recreated or restarted; when none is, the steps that only a
     switch needs (pausing the watchdog, making room in unified memory, proving the GPU in a new container) are left

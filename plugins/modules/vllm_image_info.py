@@ -62,8 +62,18 @@ options:
     description:
       - Model architectures the image must support, for example V(Qwen3_5MoeForConditionalGeneration).
       - Those not registered in any registry dict are returned in RV(missing_architectures).
+      - With O(model_config), the architectures the model declares there take their place.
     type: list
     elements: str
+  model_config:
+    description:
+      - A model's C(config.json) on the node. When it declares C(architectures) (Python identifiers), those are checked
+        in place of O(architectures); when it is missing or declares none, O(architectures) are. The architectures
+        checked are returned in RV(checked_architectures).
+      - A C(config.json) that is not JSON, or declares architectures that are not Python identifiers, fails the module
+        naming the file.
+    type: path
+    version_added: 0.2.0
   model_modules:
     description:
       - Model modules to look for under C(vllm/model_executor/models/), for example V(qwen3_5) and V(qwen3_5_mtp) (a module
@@ -310,6 +320,13 @@ record:
   returned: when O(record) is given
   type: dict
   sample: {"dgxspark/vllm-hybrid:overlay-0123456789ab": "sha256:4be0ab1e58d2c7c6f0d4bd4b8a09a7b0d9d0a1a2b3c4d5e6f7a8b9c0d1e2f3a4"}
+checked_architectures:
+  description: The architectures checked (O(model_config)'s when it declares some, else O(architectures)).
+  returned: when O(architectures) or O(model_config) is set
+  type: list
+  elements: str
+  sample: ["Qwen3_5MoeForConditionalGeneration"]
+  version_added: 0.2.0
 missing_architectures:
   description: The O(architectures) not in RV(supported_architectures), in the order given.
   returned: when O(architectures) is set
@@ -394,6 +411,30 @@ else:
     HAS_DOCKER = True
     DOCKER_IMPORT_ERROR = None
 
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def model_architectures(path: str) -> list[str] | None:
+    """The architectures the model's config.json at PATH declares; None when it is missing or declares none.
+
+    Raises ValueError naming the file when it is not JSON or declares something that is not a Python identifier.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path} cannot be read as JSON: {exc}") from exc
+    declared = config.get("architectures") if isinstance(config, dict) else None
+    if not declared:
+        return None
+    if not isinstance(declared, list) or not all(isinstance(a, str) and IDENTIFIER.match(a) for a in declared):
+        raise ValueError(f"{path} declares architectures that are not Python identifiers ({declared!r:.300}); "
+                         "fix the model's config.json")
+    return declared
+
+
 CONTAINER_PREFIX = "dgxspark-inspect-"
 CONTAINER_LABEL = "org.dgxspark.vllm.inspect"
 
@@ -454,6 +495,7 @@ def main() -> None:
         argument_spec={
             "image": {"type": "str", "required": True},
             "architectures": {"type": "list", "elements": "str"},
+            "model_config": {"type": "path"},
             "model_modules": {"type": "list", "elements": "str"},
             "method": {"type": "str", "choices": ["auto", "layers", "archive"], "default": "auto"},
             "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
@@ -467,6 +509,13 @@ def main() -> None:
         module.fail_json(msg=missing_required_lib("docker"), exception=DOCKER_IMPORT_ERROR)
     ref = module.params["image"]
     timeout = module.params["timeout"]
+    if module.params["model_config"]:
+        try:
+            declared = model_architectures(module.params["model_config"])
+        except ValueError as exc:
+            module.fail_json(msg=str(exc), image=ref)
+        if declared:
+            module.params["architectures"] = declared
     if timeout < 1:
         module.fail_json(msg=f"timeout must be at least 1 second, got {timeout}")
 
@@ -531,6 +580,8 @@ def main() -> None:
         module.warn(f"{ref}: the overlay2 layers could not be read ({layers_error}); used the archive API instead")
     result.update(info)
     result["method"] = fs.method
+    if module.params["architectures"] is not None:
+        result["checked_architectures"] = module.params["architectures"]
     module.exit_json(changed=False, **result)
 
 

@@ -137,8 +137,13 @@ def test_one_task_runs_every_engine_container():
                         "roles/monitoring/tasks/node.yml"}
     (watchdog,) = _container_tasks(ROOT / "roles/watchdog/tasks/present.yml")
     spec = watchdog["community.docker.docker_container"]
-    assert spec["labels"]["org.dgxspark.vllm.component"] == "watchdog"
-    assert not {"device_requests", "devices", "privileged", "capabilities"} & set(spec)
+    # Its spec is described once (the labels carry its fingerprint) and the container task takes it from there.
+    assert spec["labels"] == "{{ watchdog_spec.labels }}"
+    (described,) = [task["ansible.builtin.set_fact"]["watchdog_spec"]
+                    for task in yaml.safe_load((ROOT / "roles/watchdog/tasks/present.yml").read_text())
+                    if "watchdog_spec" in task.get("ansible.builtin.set_fact", {})]
+    assert described["labels"]["org.dgxspark.vllm.component"] == "watchdog"
+    assert not {"device_requests", "devices", "privileged", "capabilities"} & (set(spec) | set(described))
     (haproxy,) = _container_tasks(ROOT / "roles/gateway/tasks/apply.yml")
     spec = haproxy["community.docker.docker_container"]
     assert spec["labels"]["org.dgxspark.vllm.component"] == "{{ gateway_apply_component }}"
@@ -153,7 +158,7 @@ def test_one_task_runs_every_engine_container():
         assert not {"device_requests", "devices", "privileged", "capabilities", "env"} & set(spec)
         assert spec["cap_drop"] == ["ALL"] and spec["read_only"] is True and spec["security_opts"] == ["no-new-privileges"]
         assert spec["user"] == "{{ monitoring_uid }}:{{ monitoring_gid }}"
-    for path in ("roles/ray_cluster/tasks/present.yml", "roles/vllm_serve/tasks/mp.yml"):
+    for path in ("roles/ray_cluster/tasks/apply.yml", "roles/vllm_serve/tasks/mp_start.yml"):
         text = (ROOT / path).read_text()
         assert "include_tasks: container.yml" in text or "tasks_from: container" in text, path
 

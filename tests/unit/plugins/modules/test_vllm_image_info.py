@@ -207,3 +207,27 @@ def test_image_facts_carry_a_fingerprint_the_same_under_both_stores():
     one, two = mod.image_facts("i:1", graph), mod.image_facts("i:1", containerd)
     assert one["id"] != two["id"] and one["fingerprint"] is not None and one["fingerprint"] == two["fingerprint"]
     assert mod.image_facts("i:1", dict(containerd, Created="2026-12-04T10:00:00Z"))["fingerprint"] != one["fingerprint"]
+
+
+def test_the_architectures_the_models_config_declares_are_checked(capsys, tmp_path):
+    client = make_client(image_attrs(overlay_driver(vllm_image(tmp_path / "image"))))
+    config = tmp_path / "model" / "config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"architectures": ["Qwen3_5MTP"], "model_type": "qwen3_5"}))
+    result, code, _warnings, _factory = run(capsys, dict(ARGS, model_config=str(config)), client)
+    assert code == 0, result
+    assert result["checked_architectures"] == ["Qwen3_5MTP"] and result["missing_architectures"] == ["Qwen3_5MTP"]
+    # a config.json that declares none, or none at all: the given architectures
+    config.write_text("{}")
+    result, code, _warnings, _factory = run(capsys, dict(ARGS, model_config=str(config)), client)
+    assert result["checked_architectures"] == ARGS["architectures"]
+    result, code, _warnings, _factory = run(capsys, dict(ARGS, model_config=str(tmp_path / "none.json")), client)
+    assert result["checked_architectures"] == ARGS["architectures"]
+
+
+@pytest.mark.parametrize("text", ['{"architectures": ["Qwen3; rm -rf /"]}', "not json"])
+def test_a_config_json_that_is_not_json_or_declares_non_identifiers_fails_naming_it(capsys, tmp_path, text):
+    config = tmp_path / "config.json"
+    config.write_text(text)
+    result, code, _warnings, _factory = run(capsys, dict(ARGS, model_config=str(config)), make_client())
+    assert code == 1 and result["failed"] and str(config) in result["msg"]
