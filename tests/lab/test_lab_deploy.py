@@ -257,6 +257,18 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert second.returncode == 0, second.stdout[-5000:]
     assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0"
     assert head_container() == before  # same container, same start, no restart
+    # One read of every node's containers answered "is any to change?": no switch, so none of its steps ran (the
+    # watchdog's pause and lock, the memory, the GPU proof in a new container), and no container call was made.
+    ran = [block.split("]", 1)[0] for block in second.stdout.split("\nTASK [")[1:]
+           if re.search(r"^(ok|changed): \[", block, re.M)]
+    assert any("Read the engine containers on every node" in t for t in ran), ran
+    for step in ("Pause the cluster's watchdog", "Wait for a recovery the watchdog has in flight",
+                 "Make room in unified memory (drop", "Run nvidia-smi -L in a container", "Run the node's container",
+                 "Check the serving image has an ssh client", "Run the watchdog"):
+        assert not any(step in t for t in ran), step
+    # The checks still ran: the cluster's wait for every node and GPU, and the probe's real completion.
+    assert any("Wait until the cluster shows every node and GPU" in t for t in ran), ran
+    assert any("Probe readiness (a real completion)" in t for t in ran), ran
 
 
 @pytest.mark.slow  # mp across nodes: test_real_vllm (real vLLM) and test_lab_known_issues (stand-in) in make test
