@@ -118,6 +118,7 @@ pings:
 import os
 import threading
 import time
+import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -167,8 +168,11 @@ def ping_args(target: str, p: dict) -> list[str]:
     return [*args, "--", target]
 
 
-def ping_all(module: AnsibleModule, p: dict) -> list[dict]:
-    """Ping every target at once; the slowest peer sets the time, not their number."""
+def start_pings(module: AnsibleModule, p: dict) -> t.Callable[[], list[dict]]:
+    """Ping every target at once, in the background; returns the call that waits for them and gives their results.
+
+    The slowest peer sets the time, not their number, and the node's other reads run while the pings are under way.
+    """
     results: list[dict] = [{} for _target in p["ping_targets"]]
 
     def one(index: int, target: str) -> None:
@@ -179,9 +183,12 @@ def ping_all(module: AnsibleModule, p: dict) -> list[dict]:
     threads = [threading.Thread(target=one, args=(i, target)) for i, target in enumerate(p["ping_targets"])]
     for th in threads:
         th.start()
-    for th in threads:
-        th.join()
-    return results
+
+    def wait() -> list[dict]:
+        for th in threads:
+            th.join()
+        return results
+    return wait
 
 
 def main() -> None:
@@ -208,6 +215,7 @@ def main() -> None:
             module.fail_json(msg=f"ping_targets: {target!r:.80} {exc} (the peers' fabric IPs, as rdma_facts found "
                                  "them or the inventory's dgxspark_fabric_ip)")
     clock = time.time()
+    pings = start_pings(module, p)
     rc, out, err = run(module, "docker", ["version", "--format", "{{.Server.Version}}"])
     docker = {"rc": rc, "version": out.strip() if rc == 0 else "", "error": "" if rc == 0 else (err or out.strip())}
     engines: list[str] = []
@@ -227,7 +235,7 @@ def main() -> None:
     module.exit_json(
         changed=False, clock=clock, docker=docker, gpus=gpus, running_engines=engines,
         memory_total_bytes=memory.get("MemTotal", 0), memory_available_bytes=memory.get("MemAvailable", 0),
-        disk=free_space(p["docker_root"]), pings=ping_all(module, p),
+        disk=free_space(p["docker_root"]), pings=pings(),
     )
 
 
