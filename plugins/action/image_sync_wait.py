@@ -13,6 +13,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import CANCEL_TEXT
+
 display = Display()
 
 
@@ -82,9 +84,11 @@ class ActionModule(ActionBase):
                 display.display(progress_line(host, progress))
 
     def _mark_lease(self, lease_file: str) -> None:
-        """Mark the job's lease on the node cancelled (its time set to the epoch, the file created if the job has not
-        yet): the job sees it within a second and cancels itself, and a job starting later never begins."""
-        self._low_level_execute_command(f"touch -d @0 -- {shlex.quote(lease_file)}")
+        """Mark the job's lease on the node cancelled (the file created if the job has not yet, the mark written into
+        it and its time set to the epoch): the job sees it within a second and cancels itself, and a job starting
+        later never begins. A renewal under way at that moment moves the time but leaves the written mark."""
+        quoted = shlex.quote(lease_file)
+        self._low_level_execute_command(f"printf %s {CANCEL_TEXT.decode()} > {quoted}; touch -d @0 -- {quoted}")
 
     def _start(self, args: dict, status_file: str, lease_file: str, async_time: int, task_vars: dict) -> str:
         """Start image_sync with ARGS in the background (async_wrapper, ASYNC_TIME s at most); its job ID."""

@@ -55,9 +55,11 @@ LEASE_TIMEOUT = 30
 # rounds (the next round's start) and the start of the first round are not a lost controller.
 LEASE_AHEAD = 2.0
 LEASE_START = 10.0
-# The modification time of a lease marked cancelled (touch -d @0): set by an interrupted follower, whether or not the
-# job had created its lease yet; no renewal moves it (renew refuses), every watch of it cancels.
+# A lease marked cancelled holds CANCEL_TEXT and has the modification time CANCEL_MARK (touch -d @0): set by an
+# interrupted follower, whether or not the job had created its lease yet; every watch of it cancels. The text is what
+# no renewal can undo: a renewal that read the lease unmarked just before the mark landed moves its time, not its text.
 CANCEL_MARK = 0.0
+CANCEL_TEXT = b"cancelled"
 CANCELLED = "cancelled: the controller stopped following the transfer"
 
 
@@ -525,17 +527,22 @@ def idle_timeout(config: dict) -> float:
 # --------------------------------------------------------------------------- cancellation
 
 def cancel_marked(path: str, stat: t.Callable[[str], t.Any] = os.stat) -> bool:
-    """True when the lease file PATH carries the cancel mark (a modification time of CANCEL_MARK): an interrupted
-    follower sets it, creating the file when the job has not yet, so a job that starts afterwards cancels too."""
+    """True when the lease file PATH carries the cancel mark (CANCEL_TEXT, or a modification time of CANCEL_MARK): an
+    interrupted follower sets it, creating the file when the job has not yet, so a job that starts afterwards cancels
+    too."""
     try:
-        return stat(path).st_mtime == CANCEL_MARK
-    except FileNotFoundError:
+        if stat(path).st_mtime == CANCEL_MARK:
+            return True
+        with open(path, "rb") as fh:
+            return fh.read(len(CANCEL_TEXT)) == CANCEL_TEXT
+    except OSError:
         return False
 
 
 def renew(path: str, clock: t.Callable[[], float] = time.time, ahead: float = 0.0, create: bool = True) -> bool:
     """Renew the lease file PATH: set its modification time to now (AHEAD s later), creating it unless CREATE is
-    false; False when it is not there (and was not created), or carries the cancel mark (never renewed away)."""
+    false; False when it is not there (and was not created), or carries the cancel mark (before the renewal or after
+    it: a mark that landed in between keeps its text, so a watch of the lease cancels all the same)."""
     if cancel_marked(path):
         return False
     if create:
@@ -546,7 +553,7 @@ def renew(path: str, clock: t.Callable[[], float] = time.time, ahead: float = 0.
         os.utime(path, (now, now))
     except FileNotFoundError:
         return False
-    return True
+    return not cancel_marked(path)
 
 
 def lease_lapsed(path: str, window: float, since: float, clock: t.Callable[[], float] = time.time,
@@ -578,12 +585,14 @@ class ControllerWatch(threading.Thread):
     Gone means: with LEASE, a lease file (``path``, ``window`` s) nobody renewed for longer than its window (a
     background job, whose follower renews it); with STDOUT, the controller's connection closed (a module run in the
     foreground notices it on its stdout) or this process was reparented. Checked every PERIOD s until stop().
+    LEASE_SEEN: the run created the lease itself before the watch started, so a lease missing at the first check was
+    removed (the follower of a play interrupted within the first PERIOD removes it), not yet to come.
     """
 
     def __init__(self, on_lost: t.Callable[[str], None], lease: tuple[str, float] | None = None, stdout: bool = False,
                  period: float = 0.5, clock: t.Callable[[], float] = time.time,
                  closed: t.Callable[[], bool] = pipe_closed, ppid: t.Callable[[], int] = os.getppid,
-                 stat: t.Callable[[str], t.Any] = os.stat):
+                 stat: t.Callable[[str], t.Any] = os.stat, lease_seen: bool = False):
         super().__init__(daemon=True)
         self.on_lost = on_lost
         self.lease = lease
@@ -596,15 +605,16 @@ class ControllerWatch(threading.Thread):
         self.parent = ppid()
         self.since = clock()
         self.reason: str | None = None
-        self.lease_seen = False
+        self.lease_seen = lease_seen
         self._stop = threading.Event()
 
     def check(self) -> str | None:
         """Why the controller is gone, or None while it follows."""
         if self.lease:
+            if cancel_marked(self.lease[0], self.stat):
+                return f"{CANCELLED} (its lease {self.lease[0]} was marked cancelled: the play was interrupted)"
             try:
-                if self.stat(self.lease[0]).st_mtime == CANCEL_MARK:
-                    return f"{CANCELLED} (its lease {self.lease[0]} was marked cancelled: the play was interrupted)"
+                self.stat(self.lease[0])
                 self.lease_seen = True
             except FileNotFoundError:
                 if self.lease_seen:  # removed by the follower of an interrupted play (or by hand)

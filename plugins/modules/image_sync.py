@@ -133,8 +133,8 @@ options:
       - Seconds without a renewal of O(lease_file) after which the run cancels itself. The follower renews it every
         second, and at the end of each of its rounds 2 seconds ahead (for the gap to the next round); the run's first
         renewal reaches 10 seconds ahead (for the follower's start).
-      - An interrupted play marks the lease cancelled (M(dgxspark.vllm.image_sync_wait) sets its time to the epoch,
-        creating it if need be), and a run whose lease is marked, or was there and is gone, cancels itself at once (a
+      - An interrupted play marks the lease cancelled (M(dgxspark.vllm.image_sync_wait) writes C(cancelled) into it
+        and sets its time to the epoch, creating it if need be; a renewal under way cannot undo the written mark), and a run whose lease is marked, or was there and is gone, cancels itself at once (a
         run that finds it marked at its start sends nothing). So this bound applies to a play that was killed or lost
         its connection.
         A busy controller stretches the gap between rounds; too short a bound cancels healthy transfers.
@@ -411,8 +411,9 @@ def run_module() -> None:
         progress.write(done=True, error=msg)
 
     cancel = Cancel(kill_hops, before_exit)
+    # the run renewed (created) its lease above: gone at the watch's first look, it was removed by the follower
     watch = ControllerWatch(cancel.lost, lease=(p["lease_file"], p["lease_timeout"])
-                            if p["lease_file"] and not module.check_mode else None, stdout=True)
+                            if p["lease_file"] and not module.check_mode else None, stdout=True, lease_seen=True)
     watch.start()
 
     def argv_of(target: dict) -> list[str]:

@@ -155,7 +155,7 @@ def test_an_interrupted_play_marks_the_lease_then_hands_the_signal_on(shown, sig
         action._low_level_execute_command = mark
         with pytest.raises(AnsibleActionFail, match=f"interrupted by signal {int(signum)}; the transfer's lease was"):
             action.run(task_vars={"inventory_hostname": "spark-1"})
-        assert seen == [("node", "touch -d @0 -- /run/s.json.lease"), ("handler", signum)]
+        assert seen == [("node", "printf %s cancelled > /run/s.json.lease; touch -d @0 -- /run/s.json.lease"), ("handler", signum)]
         assert signal.getsignal(signal.SIGINT) is not None and signal.getsignal(signum).__name__ == "<lambda>"
     finally:
         for s, handler in previous.items():
@@ -186,7 +186,7 @@ def test_an_interrupt_passes_through_ansibles_except_exception_and_is_handled_ev
         action._low_level_execute_command = lambda cmd: seen.append(("node", cmd)) or {"rc": 0}
         with pytest.raises(AnsibleActionFail, match="interrupted by signal 2"):
             action.run(task_vars={"inventory_hostname": "spark-1"})
-        assert seen == [("node", "touch -d @0 -- /run/s.json.lease"), ("handler", signal.SIGINT)]
+        assert seen == [("node", "printf %s cancelled > /run/s.json.lease; touch -d @0 -- /run/s.json.lease"), ("handler", signal.SIGINT)]
         assert calls == []  # the retry loop did not run the round again (it would renew the lease)
 
         seen.clear()
@@ -204,7 +204,7 @@ def test_an_interrupt_passes_through_ansibles_except_exception_and_is_handled_ev
         action._low_level_execute_command = lambda cmd: seen.append(("node", cmd)) or {"rc": 0}
         with pytest.raises(AnsibleActionFail, match="interrupted by signal 2"):
             action.run(task_vars={"inventory_hostname": "spark-1"})
-        assert seen == [("node", "touch -d @0 -- /run/s.json.lease"), ("handler", signal.SIGINT)]
+        assert seen == [("node", "printf %s cancelled > /run/s.json.lease; touch -d @0 -- /run/s.json.lease"), ("handler", signal.SIGINT)]
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -263,7 +263,7 @@ def test_an_interrupt_while_the_job_starts_marks_its_lease_so_it_never_begins(sh
         action._low_level_execute_command = lambda cmd: seen.append(("node", cmd)) or {"rc": 0}
         with pytest.raises(AnsibleActionFail, match="marked cancelled"):
             action.run(task_vars={"inventory_hostname": "spark-1"})
-        assert seen == [("node", "touch -d @0 -- /run/s.json.lease"), ("handler", signum)]
+        assert seen == [("node", "printf %s cancelled > /run/s.json.lease; touch -d @0 -- /run/s.json.lease"), ("handler", signum)]
         assert calls == []  # no round was started
     finally:
         for s, handler in previous.items():

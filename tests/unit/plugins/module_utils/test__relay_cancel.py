@@ -171,6 +171,20 @@ def test_the_watch_sees_a_removed_lease_at_once(tmp_path):
     assert u.renew(str(lease), create=False) is False and not lease.exists()
 
 
+def test_a_lease_the_run_created_and_that_is_gone_at_the_first_check_was_removed(tmp_path):
+    """The run creates its lease before its watch starts; the follower of a play interrupted at once marks it and
+    removes it before the watch's first look. With LEASE_SEEN the watch knows the lease was there: it cancels at that
+    look, not when the lease window ends (30 s later)."""
+    lease = tmp_path / "l"
+    assert u.renew(str(lease), ahead=u.LEASE_START)
+    lease.unlink()
+    w, _lost = watch(lease=(str(lease), 30), lease_seen=True)
+    reason = w.check()
+    assert reason.startswith(u.CANCELLED) and f"its lease {lease} was removed" in reason
+    not_yet, _lost = watch(lease=(str(lease), 30))  # a watch of a lease another process creates later waits for it
+    assert not_yet.check() is None
+
+
 def test_a_lease_marked_cancelled_cancels_at_once_and_is_never_renewed(tmp_path):
     """An interrupted follower marks the lease (its time set to the epoch, creating it when the job had not yet): the
     watch cancels at its next check, and no renewal (the job's own first one, a round under way) moves the mark."""
@@ -190,6 +204,38 @@ def test_a_lease_marked_cancelled_cancels_at_once_and_is_never_renewed(tmp_path)
     fresh, _lost = watch(lease=(str(early), 30))
     assert "was marked cancelled" in fresh.check()
     assert not u.cancel_marked(str(tmp_path / "absent"))
+
+
+def test_a_mark_that_lands_while_a_renewal_is_under_way_is_not_renewed_away(tmp_path, monkeypatch):
+    """The follower's mark can land after the renewal read the lease unmarked and before it moved its time (the
+    job's first renewal, as the play is interrupted): the written mark survives the renewal, which reports the lease
+    cancelled, and the watch cancels at its next check."""
+    lease = tmp_path / "l"
+    lease.touch()
+    real_utime = os.utime
+
+    def utime_after_the_mark(path, times):
+        with open(path, "wb") as fh:  # the follower's ``printf %s cancelled > lease; touch -d @0 -- lease``
+            fh.write(u.CANCEL_TEXT)
+        real_utime(path, (u.CANCEL_MARK, u.CANCEL_MARK))
+        real_utime(path, times)  # the renewal's own utime, after the mark
+
+    monkeypatch.setattr(u.os, "utime", utime_after_the_mark)
+    assert u.renew(str(lease), ahead=u.LEASE_START) is False
+    monkeypatch.setattr(u.os, "utime", real_utime)
+    assert os.stat(lease).st_mtime != u.CANCEL_MARK and u.cancel_marked(str(lease))
+    w, _lost = watch(lease=(str(lease), 30))
+    assert "was marked cancelled" in w.check()
+    assert u.renew(str(lease)) is False
+
+
+def test_only_the_mark_text_counts_as_a_mark(tmp_path):
+    """A lease whose text is anything else (empty, as the job and the follower create it) is not marked."""
+    lease = tmp_path / "l"
+    lease.write_bytes(b"cancel")
+    assert not u.cancel_marked(str(lease)) and u.renew(str(lease)) is True
+    lease.write_bytes(u.CANCEL_TEXT + b"\n")
+    assert u.cancel_marked(str(lease))
 
 
 def test_the_watch_sees_the_connection_closed_or_the_parent_gone():

@@ -249,8 +249,8 @@ class FakeWatch:
 
     last = None
 
-    def __init__(self, on_lost, lease=None, stdout=False):
-        self.on_lost, self.lease, self.stdout = on_lost, lease, stdout
+    def __init__(self, on_lost, lease=None, stdout=False, lease_seen=False):
+        self.on_lost, self.lease, self.stdout, self.lease_seen = on_lost, lease, stdout, lease_seen
         FakeWatch.last = self
 
     def start(self):
@@ -300,6 +300,7 @@ def test_a_lapsed_lease_kills_the_streams_and_fails_cancelled(capsys, tmp_path):
     result = json.loads(capsys.readouterr().out)
     assert exc.value.code == 1 and killed == [["n2", "n3"]]
     assert FakeWatch.last.lease == (str(lease), 5) and lease.exists()  # the run took its lease at its start
+    assert FakeWatch.last.lease_seen  # so the lease gone at the watch's first look was removed
     assert result["msg"].startswith("cancelled: the controller stopped following the transfer"), result["msg"]
     assert "every target was left as it was" in result["msg"]
     assert sorted(asked) == [("10.0.0.2", "inspect"), ("10.0.0.3", "inspect")]  # no verification round after the cut
