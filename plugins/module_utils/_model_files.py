@@ -273,6 +273,17 @@ def completeness(directory: str, files: t.Iterable[str]) -> list[str]:
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 
+def judge(directory: str, names: t.Iterable[str], revision: str = "") -> tuple[list[str], dict]:
+    """Why the model in DIRECTORY (holding NAMES) is not complete or not REVISION (nothing when it is), and what it
+    says about its revision (:func:`revision_of`)."""
+    missing = completeness(directory, names)
+    found = revision_of(directory)
+    other = revision_mismatch(revision, found)
+    if other:
+        missing.append(other)
+    return missing, found
+
+
 def revision_of(directory: str) -> dict:
     """What DIRECTORY says about its revision: the revision the collection recorded (``recorded``, None when none) and
     the commits Hugging Face's CLI noted per file in ``.cache/huggingface/download/*.metadata`` (``commits``, sorted;

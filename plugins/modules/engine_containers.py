@@ -88,11 +88,11 @@ running_components:
 """
 
 import traceback
-import typing as t
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _engines
 
 try:
     import docker
@@ -105,44 +105,15 @@ else:
     DOCKER_IMPORT_ERROR = None
 
 
-def describe(attrs: dict, label: str) -> dict:
-    """What a deploy asks of one container, from its ``docker inspect`` ATTRS (never its environment)."""
-    state = attrs.get("State") or {}
-    config = attrs.get("Config") or {}
-    labels = config.get("Labels") or {}
-    host = attrs.get("HostConfig") or {}
-    return {
-        "component": labels.get(label, ""),
-        "running": bool(state.get("Running")),
-        "status": state.get("Status", ""),
-        "started_at": state.get("StartedAt", ""),
-        "image_id": attrs.get("Image", ""),
-        "labels": labels,
-        "restart_policy": (host.get("RestartPolicy") or {}).get("Name", ""),
-        "restart_count": int(attrs.get("RestartCount") or 0),
-        "exit_code": int(state.get("ExitCode") or 0),
-    }
-
-
-def read(client, label: str, components: t.Sequence[str] = ("ray", "vllm")) -> dict:
-    """{containers: {name: describe(...)}, running_components: [...]} of every container whose LABEL is in COMPONENTS."""
-    containers = {}
-    for summary in client.api.containers(all=True, filters={"label": label}):
-        try:
-            attrs = client.api.inspect_container(summary["Id"])
-        except NotFound:  # removed between the list and the inspection: not there
-            continue
-        described = describe(attrs, label)
-        if described["component"] in components:
-            containers[(attrs.get("Name") or "").lstrip("/")] = described
-    running = sorted({c["component"] for c in containers.values() if c["running"] and c["component"]})
-    return {"containers": containers, "running_components": running}
+def read(client, label: str, components=("ray", "vllm")) -> dict:
+    """The engine containers whose LABEL is one of COMPONENTS (_engines.read with the SDK's NotFound)."""
+    return _engines.read(client, label, components, NotFound)
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "label": {"type": "str", "default": "org.dgxspark.vllm.component"},
+            "label": {"type": "str", "default": _engines.LABEL},
             "components": {"type": "list", "elements": "str", "default": ["ray", "vllm"]},
             "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
             "timeout": {"type": "int", "default": 30},

@@ -155,11 +155,7 @@ def describe(path: str, cache: bool, hashes: bool, write_cache: bool, revision: 
         names, problems = mf.walk(path)
         found = {"files": {n: {"size": os.stat(os.path.join(path, n)).st_size, "sha256": None} for n in names},
                  "problems": problems, "hashed": 0, "cached": 0}
-    missing = mf.completeness(path, found["files"])
-    result["revision"] = mf.revision_of(path)
-    other = mf.revision_mismatch(revision, result["revision"])
-    if other:
-        missing.append(other)
+    missing, result["revision"] = mf.judge(path, found["files"], revision)
     result.update(files=found["files"], problems=found["problems"], hashed=found["hashed"], cached=found["cached"],
                   file_count=len(found["files"]), total_bytes=mf.total_bytes(found["files"]),
                   complete=not missing, missing=missing)

@@ -77,6 +77,21 @@ options:
         C(changed).
     type: bool
     default: false
+  check_source:
+    description:
+      - First look whether the source's copy is complete (as M(dgxspark.vllm.model_manifest) tells it, of
+        O(revision) when one is given) and return the answer in RV(source_complete) and RV(source_missing). When it
+        is not complete, nothing else is done (no target is asked, no file hashed) and the module does not fail. With
+        no O(targets), nothing else is done either. The P(dgxspark.vllm.model_sync#role) role asks this and what would
+        move in one call.
+    type: bool
+    default: false
+    version_added: 0.2.0
+  revision:
+    description: With O(check_source), the revision the source's copy must be (empty accepts any).
+    type: str
+    default: ""
+    version_added: 0.2.0
   min_free_bytes:
     description: Bytes that must remain free on a target once the files it gets are written.
     type: int
@@ -119,8 +134,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 moving:
-  description: Whether files would move (check mode and O(plan=true)).
-  returned: in check mode and with O(plan=true)
+  description: Whether files would move (check mode and O(plan=true)); false when O(check_source) ended the run early.
+  returned: in check mode, with O(plan=true), and with O(check_source)
   type: bool
   sample: true
 manifest:
@@ -128,6 +143,17 @@ manifest:
   returned: with O(plan=true) when files would move
   type: dict
   sample: {config.json: {size: 4211, sha256: 9f2c0e5b8d7a1c3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e}}
+source_complete:
+  description: Whether the source's copy is complete (and of O(revision)).
+  returned: with O(check_source)
+  type: bool
+  sample: true
+source_missing:
+  description: What the source's copy lacks (see RV(dgxspark.vllm.model_manifest#module:missing)); empty when complete.
+  returned: with O(check_source)
+  type: list
+  elements: str
+  sample: ["model-00003-of-00052.safetensors (named by model.safetensors.index.json)"]
 path:
   description: The model directory on the source.
   returned: always
@@ -227,6 +253,8 @@ def run_module() -> None:
             "models_dir": {"type": "path", "default": "/srv/dgxspark/models"},
             "delete_extra": {"type": "bool", "default": False},
             "plan": {"type": "bool", "default": False},
+            "check_source": {"type": "bool", "default": False},
+            "revision": {"type": "str", "default": ""},
             "min_free_bytes": {"type": "int", "default": 1073741824},
             "timeout": {"type": "int", "default": 7200},
         },
@@ -262,6 +290,16 @@ def run_module() -> None:
         result["elapsed"] = round(time.monotonic() - began, 3)
         module.fail_json(msg=msg, **result, **extra)
 
+    if p["check_source"]:
+        # the cheap look first (names, no hashing): an incomplete copy is downloaded before anything is asked
+        missing = (mf.judge(directory, mf.walk(directory)[0], p["revision"])[0] if os.path.isdir(directory)
+                   else [f"{directory} does not exist"])
+        result.update(source_complete=not missing, source_missing=missing)
+        if missing or not targets:
+            watch.stop()
+            result["moving"] = False
+            result["elapsed"] = round(time.monotonic() - began, 3)
+            module.exit_json(**result)
     if not os.path.isdir(directory):
         fail(f"{directory} does not exist on the source: download the model there first (role dgxspark.vllm.model_sync)")
     for path in (p["ssh_key"], p["known_hosts"]):

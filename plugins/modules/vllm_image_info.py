@@ -51,6 +51,15 @@ options:
     type: str
     choices: [fail, report]
     default: fail
+  engine_components:
+    description:
+      - Also read the node's engine containers in the same call, those whose label C(org.dgxspark.vllm.component) is
+        one of these values (as M(dgxspark.vllm.engine_containers) does), and return them in RV(engines). The
+        P(dgxspark.vllm.vllm_serve#role) role asks both questions of every node at once this way.
+      - Unset, no container is read.
+    type: list
+    elements: str
+    version_added: 0.2.0
   record:
     description:
       - A JSON file on the node mapping image names to the IDs the collection verified under them (the
@@ -140,6 +149,16 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+engines:
+  description:
+    - The engine containers O(engine_components) names, as M(dgxspark.vllm.engine_containers) returns them -
+      C(containers) by name (each with C(component), C(running), C(status), C(started_at), C(image_id), C(labels),
+      C(restart_policy), C(restart_count), C(exit_code); never the environment) and C(running_components). Read
+      whether or not the image is there.
+  returned: with O(engine_components)
+  type: dict
+  sample: {containers: {dgxspark-ray-head: {component: ray, running: true, image_id: "sha256:3f0c..."}},
+           running_components: [ray]}
 image:
   description: The image reference that was asked for.
   returned: always
@@ -398,7 +417,7 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker, _image_fs
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker, _engines, _image_fs
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import fingerprint
 
 try:
@@ -502,6 +521,7 @@ def main() -> None:
             "timeout": {"type": "int", "default": 60},
             "missing": {"type": "str", "choices": ["fail", "report"], "default": "fail"},
             "record": {"type": "path"},
+            "engine_components": {"type": "list", "elements": "str"},
         },
         supports_check_mode=True,
     )
@@ -519,16 +539,22 @@ def main() -> None:
     if timeout < 1:
         module.fail_json(msg=f"timeout must be at least 1 second, got {timeout}")
 
-    recorded = {}
+    extra = {}
     if module.params["record"]:
         record = read_record(module.params["record"])
-        recorded = {"record": record, "recorded_id": record.get(ref, "")}
+        extra = {"record": record, "recorded_id": record.get(ref, "")}
     client = _docker.client(module, docker, module.params["docker_host"], timeout=timeout)
+    if module.params["engine_components"] is not None:
+        try:
+            extra["engines"] = _engines.read(client, _engines.LABEL, module.params["engine_components"], NotFound)
+        except DockerException as exc:
+            module.fail_json(msg=_docker.unreachable_message(module.params["docker_host"], exc), image=ref,
+                             exception=traceback.format_exc())
     try:
         image = client.images.get(ref)
     except ImageNotFound:
         if module.params["missing"] == "report":
-            module.exit_json(changed=False, image=ref, exists=False, **recorded)
+            module.exit_json(changed=False, image=ref, exists=False, **extra)
         module.fail_json(msg=f"image {ref} is not present on this node's Docker engine ({engine_name(client)}); "
                              f"build it or sync it first", image=ref)
     except DockerException as exc:
@@ -536,7 +562,7 @@ def main() -> None:
                          exception=traceback.format_exc())
 
     result = image_facts(ref, image.attrs)
-    result.update(recorded)
+    result.update(extra)
     deadline = _image_fs.Deadline(timeout)
     fs = None
     layers_error = None

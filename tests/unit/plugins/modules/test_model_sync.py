@@ -74,7 +74,7 @@ def manifest_of(files):
 SAME = manifest_of({"config.json": b"{}", "a.safetensors": b"a" * 10, "b.safetensors": b"b" * 20})
 
 
-def run(capsys, source, before, after=None, check=False):
+def run(capsys, source, before, after=None, check=False, **extra):
     FakeHop.instances = []
     asked = []
 
@@ -89,6 +89,7 @@ def run(capsys, source, before, after=None, check=False):
             "targets": [{"host": "10.0.0.2", "name": "n2"}, {"host": "10.0.0.3", "name": "n3"}]}
     if check:
         args["_ansible_check_mode"] = True
+    args.update(extra)
     with patch_module_args(args), mock.patch.object(mod, "request", fake_request), \
             mock.patch.object(mod, "Hop", FakeHop), pytest.raises(SystemExit) as exc:
         mod.main()
@@ -140,6 +141,37 @@ def test_a_missing_source_model_fails(capsys, source, tmp_path):
         mod.main()
     result = json.loads(capsys.readouterr().out)
     assert result["failed"] and f"{source['models']}/Nope does not exist on the source" in result["msg"]
+
+
+def test_check_source_answers_the_heads_copy_and_what_would_move_in_one_call(capsys, source):
+    """The role's one call on the head: the source's copy is complete, so the targets are asked at once (plan)."""
+    rc, result, asked = run(capsys, source, {"10.0.0.2": {}, "10.0.0.3": SAME}, check_source=True, plan=True)
+    assert rc == 0 and result["source_complete"] is True and result["source_missing"] == []
+    assert result["moving"] is True and result["changed"] is False and "manifest" in result
+    assert sorted(h for h, _op in asked) == ["10.0.0.2", "10.0.0.3"] and FakeHop.instances == []
+
+
+def test_check_source_stops_at_an_incomplete_or_other_revision_copy_without_asking_or_hashing(capsys, source):
+    """An incomplete copy (or another revision's) is downloaded first: nobody is asked, nothing hashed, no failure."""
+    (source["models"] / "M" / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"w": "c.safetensors"}}))
+    rc, result, asked = run(capsys, source, {}, check_source=True, plan=True)
+    assert rc == 0 and result["source_complete"] is False and result["moving"] is False and asked == []
+    assert any("c.safetensors" in m for m in result["source_missing"]), result["source_missing"]
+    assert not (source["models"] / "M" / mf.CACHE_NAME).exists() and "source" not in result
+    (source["models"] / "M" / "model.safetensors.index.json").unlink()
+    rc, result, asked = run(capsys, source, {}, check_source=True, plan=True, revision="v2")
+    assert rc == 0 and result["source_complete"] is False and asked == []
+    assert any("v2" in m for m in result["source_missing"]), result["source_missing"]
+    rc, result, asked = run(capsys, source, {}, check_source=True, plan=True, model="Nope")
+    assert rc == 0 and result["source_missing"] == [f"{source['models']}/Nope does not exist"] and asked == []
+
+
+def test_check_source_with_no_targets_only_looks_at_the_copy(capsys, source):
+    """A single Spark: the look at its copy is the whole call (no hashing of 100+ GB of weights for nobody)."""
+    rc, result, asked = run(capsys, source, {}, check_source=True, plan=True, targets=[])
+    assert rc == 0 and result["source_complete"] is True and result["moving"] is False and asked == []
+    assert not (source["models"] / "M" / mf.CACHE_NAME).exists()
 
 
 def test_answer_problem_names_an_old_transfer_program():

@@ -231,3 +231,46 @@ def test_a_config_json_that_is_not_json_or_declares_non_identifiers_fails_naming
     config.write_text(text)
     result, code, _warnings, _factory = run(capsys, dict(ARGS, model_config=str(config)), make_client())
     assert code == 1 and result["failed"] and str(config) in result["msg"]
+
+
+def engine_api(containers):
+    """A low-level API mock listing CONTAINERS ({name: (component, running)}) under the collection's label."""
+    api = mock.Mock()
+    attrs = {f"id-{name}": {"Name": f"/{name}", "Image": "sha256:" + "e" * 64, "RestartCount": 0,
+                            "State": {"Running": running, "Status": "running" if running else "exited",
+                                      "StartedAt": "2026-12-05T01:00:00Z", "ExitCode": 0},
+                            "Config": {"Labels": {"org.dgxspark.vllm.component": component},
+                                       "Env": ["VLLM_API_KEY=sk-secret"]},
+                            "HostConfig": {"RestartPolicy": {"Name": "unless-stopped"}}}
+             for name, (component, running) in containers.items()}
+    api.containers.return_value = [{"Id": cid} for cid in attrs]
+    api.inspect_container.side_effect = lambda cid: attrs[cid]
+    return api
+
+
+def test_the_engine_containers_are_read_in_the_same_call_image_or_not(capsys):
+    """With engine_components, one call answers both questions a deploy asks of a node: the serving image's facts and
+    the engine containers (vllm_serve reads every node this way). Asked for even when the image is missing; never
+    the containers' environment; only the components asked for."""
+    api = engine_api({"dgxspark-ray-head": ("ray", True), "dgxspark-watchdog": ("watchdog", False),
+                      "other": ("hybrid-image", True)})
+    client = make_client(get_error=ImageNotFound("No such image"), api=api)
+    result, code, _warnings, _factory = run(capsys, {"image": "lab/vllm-qwen35:0.17", "missing": "report",
+                                                     "engine_components": ["ray", "vllm", "watchdog"]}, client)
+    assert code == 0 and result["exists"] is False
+    assert sorted(result["engines"]["containers"]) == ["dgxspark-ray-head", "dgxspark-watchdog"]
+    assert result["engines"]["running_components"] == ["ray"]
+    assert result["engines"]["containers"]["dgxspark-ray-head"]["restart_policy"] == "unless-stopped"
+    assert "sk-secret" not in json.dumps(result)
+    api.containers.assert_called_once_with(all=True, filters={"label": "org.dgxspark.vllm.component"})
+    plain, code, _warnings, _factory = run(capsys, {"image": "lab/vllm-qwen35:0.17", "missing": "report"},
+                                           make_client(get_error=ImageNotFound("No such image"), api=engine_api({})))
+    assert code == 0 and "engines" not in plain  # not asked: no container read
+
+
+def test_an_engine_read_that_fails_names_the_daemon(capsys):
+    api = mock.Mock()
+    api.containers.side_effect = DockerException("Connection aborted")
+    result, code, _warnings, _factory = run(capsys, {"image": "x", "engine_components": ["ray"]},
+                                            make_client(attrs={}, api=api))
+    assert code == 1 and "Connection aborted" in result["msg"] and result["image"] == "x"
