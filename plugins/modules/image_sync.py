@@ -134,9 +134,9 @@ options:
         second, and at the end of each of its rounds 2 seconds ahead (for the gap to the next round); the run's first
         renewal reaches 10 seconds ahead (for the follower's start).
       - An interrupted play marks the lease cancelled (M(dgxspark.vllm.image_sync_wait) writes C(cancelled) into it
-        and sets its time to the epoch, creating it if need be; a renewal under way cannot undo the written mark), and a run whose lease is marked, or was there and is gone, cancels itself at once (a
-        run that finds it marked at its start sends nothing). So this bound applies to a play that was killed or lost
-        its connection.
+        and sets its time to the epoch, creating it if need be; a renewal under way cannot undo the written mark),
+        and a run whose lease is marked, or was there and is gone, cancels itself at once (a run that finds it marked
+        at its start sends nothing). So this bound applies to a play that was killed or lost its connection.
         A busy controller stretches the gap between rounds; too short a bound cancels healthy transfers.
     type: int
     default: 30
