@@ -63,6 +63,7 @@ def test_download_reads_the_token_from_a_root_only_file_and_no_command_line_or_o
         "model_sync_download": "auto", "model_sync_offline": "", "model_sync_download_image": "",
         "model_sync_revision": "", "model_sync_include": [], "model_sync_exclude": [],
         "model_sync_download_timeout": 60,
+        "model_sync_target_hosts": [], "model_sync_name": "Tiny",  # a single node: the look asks no worker
     }
     varfile = tmp_path / "vars.json"  # as from vault: not on the ansible-playbook command line either
     varfile.write_text(json.dumps(extra))
