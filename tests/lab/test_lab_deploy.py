@@ -261,7 +261,7 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     # watchdog's pause and lock, the memory, the GPU proof in a new container), and no container call was made.
     ran = [block.split("]", 1)[0] for block in second.stdout.split("\nTASK [")[1:]
            if re.search(r"^(ok|changed): \[", block, re.M)]
-    assert any("Read the engine containers on every node" in t for t in ran), ran
+    assert any("NCCL libraries (statically, without running the image) and the engine containers" in t for t in ran), ran
     for step in ("Pause the cluster's watchdog", "Wait for a recovery the watchdog has in flight",
                  "Make room in unified memory (drop", "Run nvidia-smi -L in a container", "Run the node's container",
                  "Check the serving image has an ssh client", "Run the watchdog"):
