@@ -12,8 +12,11 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import os
 import re
 import struct
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils._files import read_or_none
 
 KEY_TYPES = (
     "ssh-ed25519",
@@ -118,3 +121,19 @@ def authorized_line(key: str, sources: list[str], command: str, comment: str, wh
     if not isinstance(comment, str) or not COMMENT.fullmatch(comment):
         raise TrustLineError(f"the key's comment {comment!r:.120} must be letters, digits and '@._:+=-'")
     return f'restrict,from="{",".join(sources)}",command="{command}" {kind} {blob} {comment}'
+
+
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
+
+
+def read_trust(directory: str, host_key_path: str = HOST_KEY) -> dict:
+    """What a node's transfer trust is (never the private key): whether its key pair is in DIRECTORY (``key_present``),
+    its public key line (``public_key``, empty without a pair) and its SSH host key (``host_key``, from HOST_KEY_PATH,
+    empty without one). Raises OSError when a file is there but cannot be read."""
+    key = os.path.join(directory, "id_ed25519")
+    public = read_or_none(key + ".pub") if os.path.isfile(key) else None
+    result = {"key_present": bool(public), "public_key": public.decode().strip() if public else ""}
+    host_key = read_or_none(host_key_path)
+    result["host_key"] = host_key.decode(errors="replace").strip() if host_key else ""
+    return result
+

@@ -50,6 +50,23 @@ options:
     description: Seconds between the echo requests to one target (C(ping -i); below 0.2 needs root).
     type: float
     default: 0.2
+  paths:
+    description:
+      - Paths whose presence the roles after the preflight ask about (the P(dgxspark.vllm.gateway#role) door's
+        configuration, removed on a fleet without gateways only when it is there); each comes back in RV(paths).
+    type: list
+    elements: path
+    default: []
+    version_added: 0.2.0
+  trust_dir:
+    description:
+      - Also read the node's transfer trust in this directory, as M(dgxspark.vllm.transfer_trust_info) does (its
+        public key and the node's SSH host key; never the private key), and return it in RV(trust). The
+        P(dgxspark.vllm.preflight#role) role reads it here so that P(dgxspark.vllm.node_trust#role) needs no read of
+        its own.
+      - Unset, the trust is not read.
+    type: path
+    version_added: 0.2.0
 seealso:
   - module: dgxspark.vllm.rdma_facts
 """
@@ -107,6 +124,21 @@ running_engines:
   elements: str
   sample: [dgxspark-ray-head]
   version_added: 0.2.0
+paths:
+  description: Whether each of O(paths) is there (as C(lstat) finds it), by path.
+  returned: always
+  type: dict
+  sample: {/etc/dgxspark/gateway-door: false}
+  version_added: 0.2.0
+trust:
+  description:
+    - The node's transfer trust in O(trust_dir) - C(dir), C(key_present), C(public_key) and C(host_key), as
+      M(dgxspark.vllm.transfer_trust_info) returns them; C(dir) and C(error) instead when a file could not be read.
+  returned: with O(trust_dir)
+  type: dict
+  sample: {dir: /etc/dgxspark/transfer, key_present: true, public_key: "ssh-ed25519 AAAAC3Nz... dgxspark-transfer@spark_pairs:spark-1",
+           host_key: "ssh-ed25519 AAAAC3Nz... root@spark-1"}
+  version_added: 0.2.0
 pings:
   description: One entry per O(ping_targets) with C(target), C(rc) (0 when every echo was answered) and C(output).
   returned: always
@@ -123,6 +155,7 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import InputError, ip
+from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh_trust import read_trust
 
 ENGINE_LABEL = "org.dgxspark.vllm.component"
 ENGINE_COMPONENTS = ("ray", "vllm")  # the watchdog's, the gateway's and the monitoring's containers carry other values
@@ -201,6 +234,8 @@ def main() -> None:
             "ping_count": {"type": "int", "default": 2},
             "ping_timeout": {"type": "int", "default": 2},
             "ping_interval": {"type": "float", "default": 0.2},
+            "trust_dir": {"type": "path"},
+            "paths": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
@@ -232,8 +267,15 @@ def main() -> None:
             memory = meminfo(fh.read())
     except OSError:
         memory = {}
+    found = {}
+    if p["trust_dir"]:
+        try:
+            found["trust"] = {"dir": p["trust_dir"], **read_trust(p["trust_dir"])}
+        except OSError as exc:  # never fails: the caller reads it again itself, and that read names the problem
+            found["trust"] = {"dir": p["trust_dir"], "error": str(exc)}
     module.exit_json(
-        changed=False, clock=clock, docker=docker, gpus=gpus, running_engines=engines,
+        changed=False, clock=clock, docker=docker, gpus=gpus, running_engines=engines, **found,
+        paths={path: os.path.lexists(path) for path in p["paths"]},
         memory_total_bytes=memory.get("MemTotal", 0), memory_available_bytes=memory.get("MemAvailable", 0),
         disk=free_space(p["docker_root"]), pings=pings(),
     )

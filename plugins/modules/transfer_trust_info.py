@@ -56,27 +56,21 @@ host_key:
   sample: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH0... root@spark-1
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._files import read_or_none
+from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh_trust import HOST_KEY, read_trust
 
 
 def read(directory: str, host_key_path: str) -> dict:
-    key = os.path.join(directory, "id_ed25519")
-    public = read_or_none(key + ".pub") if os.path.isfile(key) else None
-    result = {"changed": False, "key_present": bool(public), "public_key": public.decode().strip() if public else ""}
-    host_key = read_or_none(host_key_path)
-    result["host_key"] = host_key.decode(errors="replace").strip() if host_key else ""
-    return result
+    """The module's result: the node's trust (_ssh_trust.read_trust), never changed."""
+    return {"changed": False, **read_trust(directory, host_key_path)}
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "dir": {"type": "path", "default": "/etc/dgxspark/transfer"},
-            "host_key": {"type": "path", "default": "/etc/ssh/ssh_host_ed25519_key.pub"},
+            "host_key": {"type": "path", "default": HOST_KEY},
         },
         supports_check_mode=True,
     )

@@ -116,3 +116,48 @@ def test_running_engine_containers_are_named(bindir, tmp_path, capsys):
     assert result["running_engines"] == ["dgxspark-ray-head"]
     assert (tmp_path / "ps").read_text().split(" ")[:4] == ["ps", "--filter", "label=org.dgxspark.vllm.component",
                                                             "--format"]
+
+
+def test_the_transfer_trust_is_read_in_the_same_call_when_asked(bindir, tmp_path, capsys, monkeypatch):
+    """With trust_dir the node's public key and SSH host key come back in the same call (node_trust reads them from
+    there); the private key never; unset, nothing is read; an unreadable file is reported, not raised."""
+    tool(bindir, "docker", '[ "$1" = ps ] || echo "28.3.3"')
+    tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
+    trust = tmp_path / "transfer"
+    trust.mkdir()
+    (trust / "id_ed25519").write_text("PRIVATE KEY SENTINEL")
+    (trust / "id_ed25519.pub").write_text("ssh-ed25519 AAAAC3Nz dgxspark-transfer@spark_pairs:spark-1\n")
+    host_key = tmp_path / "ssh_host_ed25519_key.pub"
+    host_key.write_text("ssh-ed25519 AAAAHOST root@spark-1\n")
+    real = mod.read_trust
+    monkeypatch.setattr(mod, "read_trust", lambda directory: real(directory, str(host_key)))
+    result = run(capsys, {"docker_root": str(tmp_path), "trust_dir": str(trust)})
+    assert result["trust"] == {"dir": str(trust), "key_present": True,
+                               "public_key": "ssh-ed25519 AAAAC3Nz dgxspark-transfer@spark_pairs:spark-1",
+                               "host_key": "ssh-ed25519 AAAAHOST root@spark-1"}
+    assert "SENTINEL" not in json.dumps(result)
+    assert "trust" not in run(capsys, {"docker_root": str(tmp_path)})
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(capsys, {"docker_root": str(tmp_path), "trust_dir": str(empty)})["trust"] == {
+        "dir": str(empty), "key_present": False, "public_key": "", "host_key": "ssh-ed25519 AAAAHOST root@spark-1"}
+
+    def unreadable(directory):
+        raise PermissionError(13, "Permission denied", directory)
+
+    monkeypatch.setattr(mod, "read_trust", unreadable)
+    failed = run(capsys, {"docker_root": str(tmp_path), "trust_dir": str(trust)})
+    assert failed.get("failed") is None and failed["trust"]["dir"] == str(trust)
+    assert "Permission denied" in failed["trust"]["error"]
+
+
+def test_paths_report_whether_each_is_there(bindir, tmp_path, capsys):
+    tool(bindir, "docker", '[ "$1" = ps ] || echo "28.3.3"')
+    tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
+    there = tmp_path / "gateway-door"
+    there.mkdir()
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    result = run(capsys, {"docker_root": str(tmp_path), "paths": [str(there), str(tmp_path / "gone"), str(dangling)]})
+    assert result["paths"] == {str(there): True, str(tmp_path / "gone"): False, str(dangling): True}
+    assert run(capsys, {"docker_root": str(tmp_path)})["paths"] == {}
