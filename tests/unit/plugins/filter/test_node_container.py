@@ -139,9 +139,9 @@ def test_one_task_runs_every_engine_container():
     spec = watchdog["community.docker.docker_container"]
     # Its spec is described once (the labels carry its fingerprint) and the container task takes it from there.
     assert spec["labels"] == "{{ watchdog_spec.labels }}"
-    (described,) = [task["ansible.builtin.set_fact"]["watchdog_spec"]
+    (described,) = [task["vars"]["watchdog_spec_now"]
                     for task in yaml.safe_load((ROOT / "roles/watchdog/tasks/present.yml").read_text())
-                    if "watchdog_spec" in task.get("ansible.builtin.set_fact", {})]
+                    if task.get("ansible.builtin.set_fact", {}).get("watchdog_spec") == "{{ watchdog_spec_now }}"]
     assert described["labels"]["org.dgxspark.vllm.component"] == "watchdog"
     assert not {"device_requests", "devices", "privileged", "capabilities"} & (set(spec) | set(described))
     (haproxy,) = _container_tasks(ROOT / "roles/gateway/tasks/apply.yml")
