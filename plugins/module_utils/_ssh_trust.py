@@ -136,4 +136,3 @@ def read_trust(directory: str, host_key_path: str = HOST_KEY) -> dict:
     host_key = read_or_none(host_key_path)
     result["host_key"] = host_key.decode(errors="replace").strip() if host_key else ""
     return result
-
