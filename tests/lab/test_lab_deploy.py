@@ -60,6 +60,7 @@ def deployed(lab, tmp_path_factory):
     secrets = tmp_path_factory.mktemp("secrets") / "vault.json"
     secrets.write_text(json.dumps({"dgxspark_hf_token": HF_SENTINEL}))
     first = deploy("-vvv", "-e", f"@{secrets}")
+    SERVING["secrets"] = secrets
     SERVING["head"] = node_exec(node(1), "docker", "inspect", "-f", "{{.Id}}", "dgxspark-ray-head", check=False).stdout
     yield first
     down = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), TEARDOWN], check=False, env=ansible_env())
@@ -251,16 +252,39 @@ def test_ray_listens_on_the_fabric_where_ray_lets_it_and_the_rest_is_the_documen
         assert on_lan == ({(mgmt_ip(1), 8000)} if index == 1 else set()), table
 
 
+def ran_tasks(proc):
+    """The names of the tasks that ran (ok or changed) on some host."""
+    return [block.split("]", 1)[0] for block in proc.stdout.split("\nTASK [")[1:]
+            if re.search(r"^(ok|changed): \[", block, re.M)]
+
+
 def test_second_deploy_changes_and_restarts_nothing(deployed):
     before = head_container()
-    second = deploy()
+    same = ("-e", f"@{SERVING['secrets']}")  # the first deploy's inputs, its vault file included
+    # The record the first deploy left answers every "is it already so?": one read per node, the preflight in full,
+    # the head's completion, and none of the roles' steps.
+    second = deploy(*same)
     assert second.returncode == 0, second.stdout[-5000:]
     assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0"
     assert head_container() == before  # same container, same start, no restart
-    # One read of every node's containers answered "is any to change?": no switch, so none of its steps ran (the
-    # watchdog's pause and lock, the memory, the GPU proof in a new container), and no container call was made.
-    ran = [block.split("]", 1)[0] for block in second.stdout.split("\nTASK [")[1:]
-           if re.search(r"^(ok|changed): \[", block, re.M)]
+    ran = ran_tasks(second)
+    assert "Compare this node with the record of its cluster's last deploy (one read)" in ran, ran
+    assert "Ask the head of a cluster whose every node is as recorded for a real completion" in ran, ran
+    assert any("Read the engine, GPUs, memory, disk and clock" in t for t in ran), ran  # the preflight's checks
+    assert not any(t.startswith(("dgxspark.vllm.model_sync", "dgxspark.vllm.hybrid_image", "dgxspark.vllm.image_sync", "dgxspark.vllm.vllm_serve",
+                                 "dgxspark.vllm.ray_cluster", "dgxspark.vllm.watchdog")) for t in ran), ran
+    assert "Say why a cluster goes through the whole deploy" not in ran
+    flat = " ".join(second.stdout.split())
+    assert f"pair1: serving qwen3.5-122b-a10b-fp8 at {api_url(1)}/v1, TP 2 over {node(1)} + {node(2)}" in flat
+    # The whole deploy, asked for, finds the same: changed=0. One read of every node's containers answered "is any to
+    # change?": no switch, so none of its steps ran (the watchdog's pause and lock, the memory, the GPU proof in a new
+    # container), and no container call was made.
+    full = deploy(*same, "-e", "dgxspark_full_run=true")
+    assert full.returncode == 0, full.stdout[-5000:]
+    assert recap(full, node(1))["changed"] == "0" and recap(full, node(2))["changed"] == "0", full.stdout[-3000:]
+    assert head_container() == before
+    ran = ran_tasks(full)
+    assert "goes through the whole deploy: dgxspark_full_run is set" in " ".join(full.stdout.split())
     assert any("NCCL libraries (statically, without running the image) and the engine containers" in t for t in ran), ran
     for step in ("Pause the cluster's watchdog", "Wait for a recovery the watchdog has in flight",
                  "Make room in unified memory (drop", "Run nvidia-smi -L in a container", "Run the node's container",
@@ -269,6 +293,20 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     # The checks still ran: the cluster's wait for every node and GPU, and the probe's real completion.
     assert any("Wait until the cluster shows every node and GPU" in t for t in ran), ran
     assert any("Probe readiness (a real completion)" in t for t in ran), ran
+    # A node that is not as recorded (the serving env file edited on the head) sends its cluster through the whole
+    # deploy, which mends the file, restarts nothing, and leaves the record as it was: the next run is settled again.
+    env_before = node_exec(node(1), "sha256sum", "/etc/dgxspark/vllm/serve.env").stdout
+    node_exec(node(1), "sh", "-c", "echo EXTRA=1 >> /etc/dgxspark/vllm/serve.env")
+    drift = deploy(*same)
+    assert drift.returncode == 0, drift.stdout[-5000:]
+    flat = " ".join(drift.stdout.split())
+    assert f"{node(1)} goes through the whole deploy: file /etc/dgxspark/vllm/serve.env: content changed" in flat
+    assert f"{node(2)} goes through the whole deploy: another node of its cluster differs from its record" in flat
+    assert node_exec(node(1), "sha256sum", "/etc/dgxspark/vllm/serve.env").stdout == env_before
+    assert head_container() == before
+    settled = deploy(*same)
+    assert settled.returncode == 0 and "Say why a cluster goes through the whole deploy" not in ran_tasks(settled)
+    assert recap(settled, node(1))["changed"] == "0" and recap(settled, node(2))["changed"] == "0"
 
 
 @pytest.mark.slow  # mp across nodes: test_real_vllm (real vLLM) and test_lab_known_issues (stand-in) in make test
