@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: deploy_record
 short_description: Record what a deploy left on a node, and tell in one read whether the node is still so
-version_added: 0.3.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
