@@ -103,4 +103,6 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail(f"deploy_record: cannot read the collection's files: {exc}") from exc
         result.update(self._execute_module(module_name="dgxspark.vllm.deploy_record", module_args=args,
                                            task_vars=task_vars))
+        # The module masks its no_log option in what it returns: the record step gets the digest from here.
+        result["inputs"] = args["inputs"]
         return result

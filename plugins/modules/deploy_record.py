@@ -51,6 +51,8 @@ options:
     description:
       - The digest of the deploy's inputs. Made by the action plugin when not given (O(state=read)); required with
         O(state=present), where it is the read's RV(inputs).
+      - It covers the deploy's secrets (resolved), so a task that registers it should have C(no_log), as
+        C(deploy_qwen35.yml)'s do; the module's own invocation never shows it.
     type: str
   path:
     description: The record (root only; its directory is made 0700).
@@ -128,7 +130,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 inputs:
-  description: The digest of the deploy's inputs the node was compared with (or recorded with).
+  description:
+    - The digest of the deploy's inputs the node was compared with (or recorded with), added by the action plugin
+      (the module itself never returns it, since O(inputs) is C(no_log)).
   returned: always
   type: str
   sample: 3f0c9a...
@@ -194,7 +198,7 @@ def run(module, client) -> dict:
     if p["state"] == "read":
         now = capture(client, p, recorded)
         diffs = record.differences(recorded, p["inputs"], now)
-        return {"changed": False, "inputs": p["inputs"], "converged": not diffs, "differences": diffs,
+        return {"changed": False, "converged": not diffs, "differences": diffs,
                 "result": (recorded or {}).get("result") or {}}
     if not module.check_mode:
         ensure_dir(p["path"])
@@ -203,14 +207,14 @@ def run(module, client) -> dict:
     changed = content != text
     if changed and not module.check_mode:
         write_atomically(p["path"], content, 0o600, 0, 0)
-    return {"changed": changed, "inputs": p["inputs"], "converged": True, "differences": [], "result": p["result"]}
+    return {"changed": changed, "converged": True, "differences": [], "result": p["result"]}
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "state": {"type": "str", "choices": ["read", "present"], "default": "read"},
-            "inputs": {"type": "str"},
+            "inputs": {"type": "str", "no_log": True},
             "path": {"type": "path", "default": record.PATH},
             "trees": {"type": "list", "elements": "path", "default": list(record.TREES)},
             "exclude": {"type": "list", "elements": "path", "default": list(record.EXCLUDE)},

@@ -119,8 +119,8 @@ def test_the_action_makes_the_digest_for_a_read_and_requires_one_to_record():
     action, result = run_action({}, task_vars)
     assert result["converged"]
     sent = action._execute_module.call_args.kwargs["module_args"]
-    assert sent["inputs"] == digest()
+    assert sent["inputs"] == digest() and result["inputs"] == digest()  # the module masks it: the action returns it
     with pytest.raises(AnsibleActionFail, match="state=present records the read's inputs"):
         run_action({"state": "present"}, task_vars)
-    action, _ = run_action({"state": "present", "inputs": "given"}, task_vars)
+    action, _result = run_action({"state": "present", "inputs": "given"}, task_vars)
     assert action._execute_module.call_args.kwargs["module_args"]["inputs"] == "given"
