@@ -33,7 +33,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: O(state=read) only reads. O(state=present) reports whether the record would change, and writes nothing.
+    details: >-
+      O(state=read) only reads. O(state=present) reports whether the record would change (RV(refreshed)), and writes
+      nothing.
   diff_mode:
     support: none
   idempotent:
@@ -147,6 +149,15 @@ differences:
   type: list
   elements: str
   sample: ["container dgxspark-ray-head: not running", "file /etc/dgxspark/vllm/serve.env: content changed"]
+refreshed:
+  description:
+    - With O(state=present), whether the record was written (or would be, in check mode). It is written when anything
+      in it differs, but reported as RV(changed) only when its inputs or result differ, or there was none: a node
+      whose state alone moved (a model file's modification time after a copy that found the same bytes) is not a
+      change the deploy made.
+  returned: always
+  type: bool
+  sample: false
 result:
   description: The O(result) the record holds (V({}) without a record).
   returned: always
@@ -198,16 +209,21 @@ def run(module, client) -> dict:
     if p["state"] == "read":
         now = capture(client, p, recorded)
         diffs = record.differences(recorded, p["inputs"], now)
-        return {"changed": False, "converged": not diffs, "differences": diffs,
+        return {"changed": False, "refreshed": False, "converged": not diffs, "differences": diffs,
                 "result": (recorded or {}).get("result") or {}}
     if not module.check_mode:
         ensure_dir(p["path"])
     now = capture(client, p, None)
     content = record.render(p["inputs"], now, p["result"])
-    changed = content != text
-    if changed and not module.check_mode:
+    # A change is a record of other inputs or another result (or none before). The node's state alone moving (a
+    # model file's time after a copy that found the same bytes) refreshes the record without being reported: the
+    # deploy that found nothing to change changed nothing.
+    changed = (recorded is None or recorded.get("version") != record.VERSION or recorded.get("inputs") != p["inputs"]
+               or recorded.get("result") != p["result"])
+    refreshed = content != text
+    if refreshed and not module.check_mode:
         write_atomically(p["path"], content, 0o600, 0, 0)
-    return {"changed": changed, "converged": True, "differences": [], "result": p["result"]}
+    return {"changed": changed, "refreshed": refreshed, "converged": True, "differences": [], "result": p["result"]}
 
 
 def main() -> None:

@@ -48,7 +48,7 @@ def test_a_record_written_after_a_deploy_reads_back_converged_with_its_result(tm
     # Written again with nothing changed: the same bytes, no change.
     assert not mod.run(Module(params(tmp_path, state="present", result={"release": {"image": "h:1"}})), fake)["changed"]
     read = mod.run(Module(params(tmp_path)), fake)
-    assert read == {"changed": False, "converged": True, "differences": [],
+    assert read == {"changed": False, "refreshed": False, "converged": True, "differences": [],
                     "result": {"release": {"image": "h:1"}}}
     # The lib directory the record step made is part of what it recorded (on a node that had none before).
     assert str(tmp_path / "lib") in json.loads(record.read_text())["state"]["files"]
@@ -61,6 +61,18 @@ def test_other_inputs_or_a_changed_node_are_not_converged(tmp_path):
         "the deploy's inputs changed (the inventory, -e, a secret, the fleet or the collection)"]
     fake.api.by_id["dgxspark-ray-head-id"]["State"]["Running"] = False
     assert mod.run(Module(params(tmp_path)), fake)["differences"] == ["container dgxspark-ray-head: not running"]
+
+
+def test_a_node_whose_state_alone_moved_refreshes_the_record_without_a_change(tmp_path):
+    fake = client()
+    mod.run(Module(params(tmp_path, state="present", result={"release": {"image": "h:1"}})), fake)
+    (tmp_path / "etc" / "moved").write_text('x')  # as a model file's time after an identical copy
+    again = mod.run(Module(params(tmp_path, state="present", result={"release": {"image": "h:1"}})), fake)
+    assert again["refreshed"] and not again["changed"]
+    assert mod.run(Module(params(tmp_path)), fake)["converged"]  # the refreshed record describes the node as it is
+    # Other inputs or another result are a change.
+    assert mod.run(Module(params(tmp_path, state="present", inputs="digest-2", result={"release": {"image": "h:1"}})), fake)["changed"]
+    assert mod.run(Module(params(tmp_path, state="present", inputs="digest-2", result={"release": {"image": "h:2"}})), fake)["changed"]
 
 
 def test_check_mode_reports_the_change_and_writes_nothing(tmp_path):
