@@ -152,7 +152,7 @@ differences:
 refreshed:
   description:
     - With O(state=present), whether the record was written (or would be, in check mode). It is written when anything
-      in it differs, but reported as RV(changed) only when its inputs or result differ, or there was none: a node
+      in it differs, but reported as C(changed) only when its inputs or result differ, or there was none. A node
       whose state alone moved (a model file's modification time after a copy that found the same bytes) is not a
       change the deploy made.
   returned: always
