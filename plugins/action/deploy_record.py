@@ -28,6 +28,9 @@ RUN_FACTS = frozenset((
     # Not an input: it sends every cluster through the whole deploy, whose record is the same.
     "dgxspark_full_run",
 ))
+# The variables of the role that compares and records (dgxspark.vllm.deploy_state): how a deploy is compared with its
+# record, not what it is asked.
+OWN_PREFIX = "deploy_state_"
 BROKEN = "<a template that does not resolve>"
 
 
@@ -59,7 +62,7 @@ def host_inputs(hostvars: t.Mapping, host: str, names_prefixes: tuple[str, ...])
     values = hostvars[host] if host in hostvars else {}
     out = {}
     for name in sorted(values):
-        if not name.startswith(names_prefixes) or name in RUN_FACTS:
+        if not name.startswith(names_prefixes) or name.startswith(OWN_PREFIX) or name in RUN_FACTS:
             continue
         try:
             out[name] = values[name]

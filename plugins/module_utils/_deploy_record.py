@@ -22,13 +22,13 @@ import os
 import stat
 import typing as t
 
-VERSION = 1
+VERSION = 2
 PATH = "/var/lib/dgxspark/deploy/record.json"
 TREES = ("/etc/dgxspark", "/var/lib/dgxspark", "/opt/dgxspark")
 # What changes on its own while a cluster serves (the watchdog's state and events, runtime sockets, Prometheus'
-# data) and the record itself. The watchdog's maintenance marker is not among them: a paused watchdog is a difference.
+# data); the module adds the record's own directory. The watchdog's maintenance marker is not among them: a paused
+# watchdog is a difference.
 EXCLUDE = (
-    "/var/lib/dgxspark/deploy",
     "/var/lib/dgxspark/watchdog/state.json",
     "/var/lib/dgxspark/watchdog/lock",
     "/var/lib/dgxspark/watchdog/events.jsonl",
@@ -118,13 +118,16 @@ def capture_stats(directories: t.Sequence[str]) -> dict:
 
 
 def describe_container(attrs: dict) -> dict:
-    """What identifies a container as the deploy left it: its ID, image, whether it runs, and a digest of its
-    configuration (Config and HostConfig: what `docker update` could change under the same ID)."""
+    """What identifies a container as the deploy left it: its ID, image, whether it runs, when it last started (a
+    restart by Docker's policy or by the watchdog is a difference: the deploy then checks the cluster whole, as a Ray
+    head restarted after its workers needs), and a digest of its configuration (Config and HostConfig: what
+    `docker update` could change under the same ID)."""
     state = attrs.get("State") or {}
     return {
         "id": attrs.get("Id", ""),
         "image": attrs.get("Image", ""),
         "running": bool(state.get("Running")) and not state.get("Paused"),
+        "started": state.get("StartedAt") or "",
         "config": digest({"config": attrs.get("Config") or {}, "host": attrs.get("HostConfig") or {}}),
     }
 
@@ -186,6 +189,8 @@ def _container_change(before, after) -> str:
         return "running (it was stopped)"
     if before["image"] != after["image"]:
         return "another image"
+    if before.get("started") != after.get("started"):
+        return f"restarted since the last deploy (started {after.get('started') or '?'}, was {before.get('started') or '?'})"
     return "configuration changed"
 
 

@@ -15,7 +15,7 @@ description:
   - A deploy that ended serving writes, on every node of a cluster (O(state=present)), a root-only record of what it
     was asked (O(inputs), a digest of its inputs) and of what it left there - the collection's files under
     O(trees) and O(files) (content digest, mode, owner), the containers carrying O(label) (ID, image, whether they
-    run, a digest of their configuration), the images in O(images) (their IDs) and the files under O(stat_dirs)
+    run, when they last started, a digest of their configuration), the images in O(images) (their IDs) and the files under O(stat_dirs)
     (size and modification time, not read) - with the cluster's serving result O(result) (no secrets).
   - The next deploy reads it back (O(state=read)) and compares it with the node as it is now, in one call; RV(converged)
     says whether every "is it already so?" question of the deploy has the answer the record gives, and
@@ -66,11 +66,14 @@ options:
     elements: path
     default: [/etc/dgxspark, /var/lib/dgxspark, /opt/dgxspark]
   exclude:
-    description: Paths (and everything under them) left out of O(trees) and O(files).
+    description:
+      - Paths (and everything under them) left out of O(trees) and O(files). The directory of O(path) is always left
+        out.
+      - The role C(dgxspark.vllm.deploy_state) derives them from the watchdog's, the gateway's and the monitoring's
+        directories.
     type: list
     elements: path
     default:
-      - /var/lib/dgxspark/deploy
       - /var/lib/dgxspark/watchdog/state.json
       - /var/lib/dgxspark/watchdog/lock
       - /var/lib/dgxspark/watchdog/events.jsonl
@@ -187,8 +190,10 @@ else:
 
 def capture(client, p: dict, recorded: dict | None) -> dict:
     """The node as it is now, in the record's shape."""
+    # The record's own directory is never part of what it records.
+    exclude = [*p["exclude"], os.path.dirname(p["path"])]
     return {
-        "files": record.capture_files(p["trees"], p["files"], p["exclude"]),
+        "files": record.capture_files(p["trees"], p["files"], exclude),
         "stats": record.capture_stats(p["stat_dirs"]),
         "containers": record.capture_containers(client, p["label"], NotFound),
         "images": record.capture_images(client, record.image_refs(p["images"], recorded), NotFound),

@@ -433,6 +433,18 @@ def test_a2_a_rollout_over_both_pairs_through_the_gateway_fails_no_request(fleet
         assert image_label(HEADS[pair], release(pair)["image"], "org.dgxspark.test.release") == "3"
     assert "Drain it at every gateway" in proc.stdout and "Admit the cluster again at the gateway" in proc.stdout
     assert sent > 20 and failed == 0, (sent, answered, failed)
+    # Each cluster that switched recorded what the rollout left, as a deploy does: a deploy of the same inventory
+    # finds every pair settled (one read per node and a completion), changes nothing and restarts nothing.
+    heads = {pair: node_exec(node(i), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-ray-head").stdout
+             for pair, i in HEADS.items()}
+    deployed = play(DEPLOY, inventory_extra=images_file(tmp_path, NEXT, NEXT))
+    assert deployed.returncode == 0, why(deployed)
+    for i in range(1, NODES + 1):
+        assert f"{node(i)} goes through the whole deploy" not in deployed.stdout, flat(deployed)[-3000:]
+        recap = next(line for line in deployed.stdout.splitlines() if line.startswith(node(i) + " ") and "ok=" in line)
+        assert " changed=0 " in recap, (recap, flat(deployed)[-3000:])
+    assert heads == {pair: node_exec(node(i), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-ray-head").stdout
+                     for pair, i in HEADS.items()}
 
 
 def watchdog_events(pair, since):

@@ -57,6 +57,8 @@ def test_every_input_changes_the_digest_and_what_the_preflight_reads_does_not():
     assert digest(hostvars(s1={"preflight_memory_available_gb": 90.0})) == base
     assert digest(hostvars(s1={"other_var": 2, "ansible_host": "10.0.0.99"})) == base
     assert digest(hostvars(s1={"dgxspark_full_run": True})) == base
+    # Nor how the comparison itself is made (the deploy_state role's settings and its results).
+    assert digest(hostvars(s1={"deploy_state_probe_timeout": 60, "deploy_state_settled": True})) == base
 
 
 def test_a_template_that_fails_is_an_input_of_its_own():

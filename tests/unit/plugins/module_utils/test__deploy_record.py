@@ -110,10 +110,12 @@ def test_containers_are_compared_by_id_state_image_and_configuration():
         return rec.differences(recorded, "i", {"containers": rec.capture_containers(FakeClient(FakeAPI(containers)), LABEL, NotFound)})
 
     assert diff(attrs("dgxspark-ray-head")) == []
-    # A restart by Docker's policy (same container, a new start time) is no difference: the deploy would find it so.
+    # A restart by Docker's policy or the watchdog (same container, a new start time) is a difference: a Ray head
+    # restarted after its workers answers a completion only once they joined again, which the whole deploy checks.
     restarted = attrs("dgxspark-ray-head")
     restarted["State"]["StartedAt"] = "2026-12-05T08:00:00Z"
-    assert diff(restarted) == []
+    assert diff(restarted) == ["container dgxspark-ray-head: restarted since the last deploy "
+                               "(started 2026-12-05T08:00:00Z, was 2026-12-05T07:00:00Z)"]
     assert diff(attrs("dgxspark-ray-head", running=False)) == ["container dgxspark-ray-head: not running"]
     assert diff(attrs("dgxspark-ray-head", ident="other")) == ["container dgxspark-ray-head: recreated"]
     assert diff(attrs("dgxspark-ray-head", restart="no")) == ["container dgxspark-ray-head: configuration changed"]
