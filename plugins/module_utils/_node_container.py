@@ -102,6 +102,15 @@ def _volumes(binds: t.Sequence[str], caches: t.Mapping[str, str]) -> list[str]:
     return result
 
 
+def cache_volume_names(cache_volumes: t.Mapping[str, str] | None = None) -> list[str]:
+    """The named volumes an engine container keeps its compile caches in (the defaults when CACHE_VOLUMES is None),
+    validated as node_container validates them: what a purge removes."""
+    caches = DEFAULT_CACHE_VOLUMES if cache_volumes is None else cache_volumes
+    if not isinstance(caches, t.Mapping):
+        raise ContainerError(f"cache volumes must be a mapping of container path to volume name, got {caches!r}")
+    return sorted(set(entry.split(":", 1)[0] for entry in _volumes([], caches)))
+
+
 def node_container(name: str, image: str, command: t.Sequence[str], *, component: str, role: str, pair: str,
                    env: t.Mapping[str, t.Any] | None = None, volumes: t.Sequence[str] | None = None,
                    rdma: bool | None = None, rdma_devices: str | None = None, shm_size: str | None = None,

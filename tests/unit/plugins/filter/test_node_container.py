@@ -176,3 +176,22 @@ def test_every_engine_container_task_passes_every_option_of_the_definition(path,
         for key in keys:
             assert key in args, f"{path}: {task['name']}: {key} missing"
             assert f"{spec}.{key}" in str(args[key]), f"{path}: {task['name']}: {key} is not the definition's"
+
+
+def test_the_cache_volume_names_are_those_every_engine_container_mounts():
+    """teardown_purge removes the volumes the engine containers use: the defaults when none are set, the given ones
+    otherwise, validated the same way."""
+    from ansible_collections.dgxspark.vllm.plugins.filter.node_cache_volumes import FilterModule as Caches
+
+    names = Caches().filters()["node_cache_volumes"]
+    mounted = sorted(v.split(":", 1)[0] for v in build()["volumes"] if v.split(":", 1)[0] in nc.DEFAULT_CACHE_VOLUMES.values())
+    assert names(None) == mounted == ["dgxspark-flashinfer-cache", "dgxspark-triton-cache", "dgxspark-vllm-cache"]
+    assert names({"/root/.cache/vllm": "mine", "/root/.triton": "mine"}) == ["mine"]
+    assert names({}) == []
+    with pytest.raises(AnsibleFilterError, match="not a Docker volume name"):
+        names({"/root/.cache/vllm": "bad name"})
+    with pytest.raises(AnsibleFilterError, match="mapping"):
+        names(["dgxspark-vllm-cache"])
+    # The defaults ray_cluster documents are the ones the definition uses.
+    defaults = yaml.safe_load((ROOT / "roles" / "ray_cluster" / "defaults" / "main.yml").read_text())
+    assert names(defaults["ray_cluster_cache_volumes"]) == names(None)
