@@ -231,7 +231,10 @@ def fleet(lab):
     build_release_images()
     first = play(DEPLOY, "-e", f"dgxspark_image={BASE}")
     yield first
-    play(TEARDOWN)
+    # The teardown checks every node and the gateway box: nothing of the collection is left on any of them.
+    down = play(TEARDOWN)
+    assert down.returncode == 0, why(down)
+    assert re.search(r"TASK \[Check no gateway of the collection is left on the host\][^\n]*\nok: \[", down.stdout), flat(down)[-3000:]
     # Back to the session's lab (without the gateway box), so later tests run on the pair they were written for.
     run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"]) if grew else NODES), "--no-engine-images"])
 
