@@ -16,7 +16,8 @@ description:
     completion of O(max_tokens) token(s) comes back within O(completion_timeout) seconds. C(/health) alone stays 200
     through NCCL deadlocks.
   - While it waits, it watches the serving container(s) on this node through the Docker API. It stops the moment one of
-    them exits or restarts, instead of waiting out the deadline.
+    them exits or restarts, instead of waiting out the deadline. It then reads the logs until they stop growing (at
+    most 3 s), since Docker may still be copying the last lines of the process that ended.
   - On failure or timeout it returns RV(ready=false) and a RV(diagnosis) built from the WHOLE container log. The
     diagnosis holds the root exception (past vLLM's subprocess and pydantic wrappers), the final summary line and a
     category. A log that stops making progress after the ranks started their collective initialisation is reported
@@ -279,6 +280,27 @@ class ContainerWatch:
         return "\n".join(t for t in (self.texts.get(n, "") for n in self.names) if t)
 
 
+# Docker copies a container's output into its log on its own time, and may still be copying the last lines (an
+# exception's detail) when the container is already seen exited or restarted: after an end, the logs are read until two
+# reads LOG_SETTLE_STEP apart are the same, for at most LOG_SETTLE_SECONDS (a restarted engine keeps writing).
+LOG_SETTLE_SECONDS = 3.0
+LOG_SETTLE_STEP = 0.5
+
+
+def settle_logs(watch, clock=time.monotonic, sleep=time.sleep):
+    """Read the watched logs until they stop growing (bounded); the last read is what watch.text() returns."""
+    deadline = clock() + LOG_SETTLE_SECONDS
+    watch.seconds_without_progress()
+    last = watch.text()
+    while clock() < deadline:
+        sleep(LOG_SETTLE_STEP)
+        watch.seconds_without_progress()
+        now = watch.text()
+        if now == last:
+            return
+        last = now
+
+
 def probe(params, watch=None, clock=time.monotonic, sleep=time.sleep, call=http_call):
     """Run the readiness loop; returns the module result (without 'changed')."""
     base = params["url"].rstrip("/")
@@ -328,6 +350,8 @@ def probe(params, watch=None, clock=time.monotonic, sleep=time.sleep, call=http_
             break
         sleep(params["interval"])
 
+    if watch and ended_name:
+        settle_logs(watch, clock, sleep)
     seconds_quiet = watch.seconds_without_progress() if watch else None  # reads every log once more
     text = watch.text() if watch else ""
     diagnosis = _diagnosis.classify(text, http_status=http_status, seconds_without_progress=seconds_quiet,

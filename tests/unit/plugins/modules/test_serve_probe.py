@@ -100,11 +100,52 @@ def test_stops_the_moment_the_container_exits_and_diagnoses_the_whole_log():
     call = server({"/health": lambda n: (0, "Connection refused")})
     watch = FakeWatch(log=(LOGS / "inspection_failed_graft.log").read_text(), end_after=2)
     result = sp.probe(PARAMS, watch, clock=clock, sleep=clock.sleep, call=call)
-    assert clock.now == 2.0  # two rounds, not the 30 s deadline
+    assert clock.now == 2.5  # two rounds and one look that the log stopped growing, not the 30 s deadline
     diag = result["diagnosis"]
     assert diag["category"] == "architecture_inspection_failed" and diag["container"] == "head"
     assert "ImportError: cannot import name 'MambaStateCopyFunc'" in diag["summary"]
     assert diag["summary"].endswith("[container head is exited (exit code 1)]")
+
+
+class GrowingWatch(FakeWatch):
+    """A log whose last lines Docker copies only after the container was seen exited."""
+
+    def __init__(self, parts, end_after):
+        super().__init__(log=parts[0], end_after=end_after)
+        self.parts, self.reads = parts, 0
+
+    def seconds_without_progress(self):
+        self.reads += 1
+        if self.ended_seen and self.parts[1:]:
+            self.log += self.parts.pop(1)
+        return 0.0
+
+    @property
+    def ended_seen(self):
+        return self.end_after is not None and self.rounds > self.end_after
+
+
+def test_after_an_exit_the_log_is_read_until_it_stops_growing_so_the_detail_is_diagnosed():
+    head = ("(APIServer pid=1) Traceback (most recent call last):\n"
+            "(APIServer pid=1)   File \"/x.py\", line 1, in <module>\n"
+            "(APIServer pid=1) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n")
+    detail = ("(APIServer pid=1)   Value error, User-specified max_model_len (262144) is greater than the derived "
+              "max_model_len (max_position_embeddings=4096) [type=value_error]\n")
+    clock = Clock()
+    call = server({"/health": lambda n: (0, "Connection refused")})
+    result = sp.probe(PARAMS, GrowingWatch([head, detail], end_after=1), clock=clock, sleep=clock.sleep, call=call)
+    summary = result["diagnosis"]["summary"]
+    assert "ValidationError: 1 validation error for ModelConfig: User-specified max_model_len (262144)" in summary, summary
+    # A log that keeps growing (a restarted engine writing again) is read for LOG_SETTLE_SECONDS at most.
+    clock = Clock()
+
+    class Endless(FakeWatch):
+        def seconds_without_progress(self):
+            self.log += "(APIServer pid=7) INFO starting\n"
+            return 0.0
+
+    sp.probe(PARAMS, Endless(log=head, end_after=1), clock=clock, sleep=clock.sleep, call=call)
+    assert clock.now == 1.0 + sp.LOG_SETTLE_SECONDS
 
 
 def test_api_key_rejected():
@@ -227,7 +268,7 @@ def test_a_restart_before_the_probe_began_ends_the_wait_at_once():
     watch = sp.ContainerWatch(client, ["head"], {"head": "T0"})
     clock = Clock()
     result = sp.probe(PARAMS, watch, clock=clock, sleep=clock.sleep, call=server({"/health": lambda n: (0, "refused")}))
-    assert clock.now == 0.0
+    assert clock.now == sp.LOG_SETTLE_STEP  # no round waited: only one look that the log stopped growing
     assert result["diagnosis"]["category"] == "architecture_inspection_failed"
     assert result["diagnosis"]["summary"].endswith("[container head restarted (restart count 1)]")
     # Without the caller's start time, the same container is simply the baseline.
