@@ -2,22 +2,26 @@
 # Build the collection, check what the tarball ships, install it offline into a
 # clean collections path and check that ansible-doc sees and renders its content.
 #
-# Usage: tools/build-check.sh [--venv DIR] [--keep]
+# Usage: tools/build-check.sh [--venv DIR] [--keep] [--only NAME]...
 #
 # 1. ansible-galaxy collection build --output-path <tmp>/dist
 # 2. the tarball must hold MANIFEST.json/FILES.json and nothing under FORBIDDEN
 #    below (lab, bench, tests other than tests/sanity, dev tooling, venvs, caches)
-# 3. ansible-galaxy collection install --offline -p <tmp>/collections <tarball>.
-#    Galaxy cannot be reached, so the dependencies from galaxy.yml
-#    (community.docker, ansible.posix) are offered to the resolver as already
-#    installed: <tmp>/collections gets symlinks to the copies bundled in the
-#    venv's `ansible` package. The resolver then checks the galaxy.yml version
-#    ranges against them and installs only dgxspark.vllm (no --no-deps needed).
+# 3. tools/install-collection.sh <tarball> <tmp>/collections: an offline
+#    install; the dependencies from galaxy.yml (community.docker, ansible.posix)
+#    are offered to the resolver as the copies bundled in the venv's `ansible`
+#    package, which checks the galaxy.yml version ranges against them.
 # 4. with ANSIBLE_COLLECTIONS_PATH=<tmp>/collections (from a directory without an
 #    ansible.cfg): `ansible-doc -l dgxspark.vllm` must list every
-#    plugins/modules/*.py of the checkout, and `ansible-doc` of every module, and
-#    of every other documented plugin and role of the collection, must render
-#    without errors or warnings.
+#    plugins/modules/*.py of the checkout, and the page of every module, and of
+#    every other documented plugin and role of the collection, must render.
+#    A page fails when ansible-doc exits non-zero, when its output is not the
+#    page (no "> TYPE name" header), or when ansible-doc prints Ansible's own
+#    [ERROR] or [WARNING] lines (how it reports documentation problems). Other
+#    output on stderr (Python warnings of libraries) is shown as
+#    "WARNING (not a rendering error)" and fails nothing.
+#    --only NAME (repeatable; a full name such as dgxspark.vllm.image_sync or
+#    the short one) renders only the pages of that name.
 # Exit status 0 only if every check passes; prints the module list.
 set -euo pipefail
 
@@ -26,11 +30,13 @@ cd "$REPO_ROOT"
 
 VENV=".venv"
 KEEP=0
+ONLY=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --venv) VENV="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
-        -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --only) ONLY+=("$2"); shift 2 ;;
+        -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "build-check.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -106,28 +112,7 @@ EOF
 
 # --- 3. offline install ------------------------------------------------------------
 COLL="$TMP/collections"
-mkdir -p "$COLL/ansible_collections"
-for dep in $("$PY" -c 'import yaml; print(" ".join((yaml.safe_load(open("galaxy.yml")).get("dependencies") or {}).keys()))'); do
-    ns="${dep%%.*}" coll="${dep#*.}"
-    # where the venv's python finds it (the `ansible` package's ansible_collections)
-    src="$("$PY" - "$ns" "$coll" <<'EOF'
-import os, sys
-import ansible_collections
-for base in ansible_collections.__path__:
-    path = os.path.join(base, sys.argv[1], sys.argv[2])
-    if os.path.isfile(os.path.join(path, 'MANIFEST.json')):
-        print(path)
-        break
-EOF
-)"
-    [ -n "$src" ] || fail "dependency $dep is not bundled in $VENV (install the pinned 'ansible' package)"
-    mkdir -p "$COLL/ansible_collections/$ns"
-    ln -s "$src" "$COLL/ansible_collections/$ns/$coll"
-    echo "dependency $dep: offered as installed from $src"
-done
-(cd "$TMP" && ANSIBLE_COLLECTIONS_PATH="$COLL" ansible-galaxy collection install --offline -p "$COLL" "$TARBALL") >"$TMP/install.log" 2>&1 || { cat "$TMP/install.log" >&2; fail "offline install"; }
-cat "$TMP/install.log"
-[ -f "$COLL/ansible_collections/$NAMESPACE/$NAME/MANIFEST.json" ] || fail "$FQCN was not installed into $COLL"
+"$REPO_ROOT/tools/install-collection.sh" --venv "$VENV" "$TARBALL" "$COLL" || fail "offline install"
 
 # --- 4. ansible-doc ----------------------------------------------------------------
 export ANSIBLE_COLLECTIONS_PATH="$COLL"
@@ -157,18 +142,48 @@ for file in "$REPO_ROOT"/plugins/modules/*.py; do
     fi
 done
 
-# Render every module plus every other documented plugin and role of the collection.
+# Render every module plus every other documented plugin and role of the collection (only the --only pages when
+# given). A page fails on a non-zero exit, on output that is not the page, or on Ansible's own [ERROR]/[WARNING]
+# lines; anything else on stderr (a library's Python warning at import) is shown and fails nothing.
 rendered=0
+declare -A MATCHED=() NOISE=()
+noise_pages=0
+wanted() {  # name: true when no --only was given or NAME is one of them (full or short name)
+    [ "${#ONLY[@]}" = 0 ] && return 0
+    local n
+    for n in "${ONLY[@]}"; do
+        if [ "$n" = "$1" ] || [ "$FQCN.$n" = "$1" ]; then MATCHED["$n"]=1; return 0; fi
+    done
+    return 1
+}
 render() {  # type name
-    local out
-    if ! out="$(ansible-doc -t "$1" "$2" 2>&1 >/dev/null)" || [ -n "$out" ]; then
-        echo "DOES NOT RENDER: ansible-doc -t $1 $2" >&2
-        printf '%s\n' "$out" | sed 's/^/    /' >&2
+    local type="$1" name="$2" rc=0 problems=() key
+    wanted "$name" || return 0
+    ansible-doc -t "$type" "$name" >"$TMP/page.out" 2>"$TMP/page.err" || rc=$?
+    sed -i 's/\x1b\[[0-9;]*m//g' "$TMP/page.out" "$TMP/page.err"
+    [ "$rc" = 0 ] || problems+=("ansible-doc exited $rc")
+    # the page's header: "> MODULE dgxspark.vllm.image_sync (path)", "> ROLE: dgxspark.vllm.preflight (path)"
+    grep -Eq "^> [A-Z]+:? ${name//./\\.}( |\$)" "$TMP/page.out" || problems+=("no page for $name on stdout")
+    grep -Eq '^\[(ERROR|WARNING)\]' "$TMP/page.err" && problems+=("Ansible reported problems on stderr")
+    if [ "${#problems[@]}" != 0 ]; then
+        echo "DOES NOT RENDER: ansible-doc -t $type $name: $(IFS=';'; echo "${problems[*]}" | sed 's/;/; /g')" >&2
+        sed 's/^/    /' "$TMP/page.err" >&2
         errors=$((errors + 1))
+    elif [ -s "$TMP/page.err" ]; then
+        noise_pages=$((noise_pages + 1))
+        key="$(md5sum <"$TMP/page.err" | cut -c1-32)"
+        if [ -z "${NOISE[$key]:-}" ]; then
+            NOISE["$key"]=1
+            echo "WARNING (not a rendering error): ansible-doc -t $type $name printed on stderr:" >&2
+            sed 's/^/    /' "$TMP/page.err" >&2
+        fi
     fi
     rendered=$((rendered + 1))
 }
-while IFS= read -r name; do [ -n "$name" ] && render module "$name"; done <<<"$listed"
+# the listed modules and the checkout's module files (a file ansible-doc -l skips is rendered too, to show why)
+modules="$( (printf '%s\n' "$listed"; for file in "$REPO_ROOT"/plugins/modules/*.py; do
+    [ -e "$file" ] && [ "$(basename "$file")" != __init__.py ] && echo "$FQCN.$(basename "$file" .py)"; done) | sort -u)"
+while IFS= read -r name; do [ -n "$name" ] && render module "$name"; done <<<"$modules"
 for type in filter test lookup inventory callback connection become cache strategy vars; do
     [ -d "$REPO_ROOT/plugins/$type" ] || continue
     names="$(ansible-doc -t "$type" -l "$FQCN" -j 2>/dev/null | "$PY" -c 'import json, sys; print("\n".join(sorted(json.load(sys.stdin))))' || true)"
@@ -181,6 +196,15 @@ if [ -d "$REPO_ROOT/roles" ]; then
     done
 fi
 
+for n in "${ONLY[@]}"; do
+    if [ -z "${MATCHED[$n]:-}" ]; then
+        echo "NO SUCH PAGE: --only $n names no module, plugin or role of $FQCN" >&2
+        errors=$((errors + 1))
+    fi
+done
+if [ "$noise_pages" != 0 ]; then
+    echo "WARNING (not a rendering error): $noise_pages of $rendered page(s) printed other output on stderr (shown once above per distinct text)" >&2
+fi
 [ "$KEEP" = 1 ] && echo "build-check.sh: kept $TMP"
 if [ "$errors" != 0 ]; then
     fail "$errors problem(s); $expected module file(s), $rendered doc page(s) checked"
