@@ -51,7 +51,7 @@ export PATH="$VENV/bin:$PATH"
 # Paths the tarball must not contain (prefixes; a trailing / means a directory,
 # "*/" prefixes match at any depth, "*.ext" matches a suffix anywhere).
 FORBIDDEN=(
-    lab/ bench/ molecule/ tools/ build/ collect_logs/ inventories/lab/
+    lab/ bench/ molecule/ tools/ build/ dist/ collect_logs/ inventories/lab/
     tests/unit/ tests/lab/ tests/integration/ tests/output/
     .venv .collections/ .pytest_cache/ .ansible/ .git/ .github/ .ci/ .tox/ .mypy_cache/ .config/
     Makefile requirements-test.txt requirements-sanity-latest.txt .gitignore

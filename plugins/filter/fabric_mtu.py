@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: fabric_mtu_mismatch
 short_description: Say whether the nodes of a cluster disagree on their fabric interface's MTU
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers
 description:

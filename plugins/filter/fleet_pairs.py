@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: fleet_pairs
 short_description: Resolve the clusters of a DGX Spark fleet from the inventory
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers
 description:

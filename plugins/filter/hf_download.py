@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: hf_download
 short_description: The argv and environment of a Hugging Face model download (on the host or in a container)
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers
 description:

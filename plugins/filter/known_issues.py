@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: known_issues
 short_description: Check a vLLM image and its serving settings against the known-bad combinations
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers
 description:

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: node_container
 short_description: The one definition of an engine container on a DGX Spark (Ray head, Ray worker, mp rank)
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers
 description:

@@ -16,8 +16,8 @@ description:
 - A bad value stops with the host, the variable and the fix (an empty image or model, an unknown backend, a number that is
   not one, a GPU memory share outside (0, 1], automatic tool choice without a parser, an extra argument repeating a flag a
   setting renders).
-- With O(restore), the stored release record (C(release.json), this version's or 0.1.0's) instead; settings the record predates
-  take the variables' values. This is the rollback target.
+- With O(restore), the stored release record (C(release.json), also an older one without image IDs) instead;
+  settings the record predates take the variables' values. This is the rollback target.
 - The result has no endpoint, image ID or remedies yet, and C(enforce_eager) may be V(null) (undecided); complete it with
   C(dgxspark.vllm.release_record) before rendering it with C(dgxspark.vllm.serve_argv).
 positional: _input

@@ -12,7 +12,7 @@ author:
 - dgxspark.vllm maintainers
 description:
 - Compares the image, model, model revision, served model name, backend, every serving setting, and the endpoint when both
-  have one. The image ID and timings are not compared (a record of 0.1.0 has no ID).
+  have one. The image ID and timings are not compared (an older record has no ID).
 positional: _input
 options:
   _input:

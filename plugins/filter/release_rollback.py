@@ -17,7 +17,7 @@ description:
 - Given O(host), the image is that member's own ID from the record's C(image_ids), since one image has another ID on a node
   with the containerd image store than on a graph-driver node, so each member of a mixed cluster serves its own. A
   member the record does not list serves the head's C(image_id).
-- A record without an image ID (written by 0.1.0) keeps its image name.
+- A record without an image ID (an older record) keeps its image name.
 - Fails when there is no record, or the record has no image.
 positional: _input
 options:

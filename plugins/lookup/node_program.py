@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 name: node_program
 author:
   - dgxspark.vllm maintainers (@dgxspark)
-version_added: 0.1.0
+version_added: 0.2.0
 short_description: The text of a program that runs on the nodes, built from the collection's module_utils
 description:
   - Returns the text of C(dgxspark-transfer) (the forced command of the fleet's transfer key, installed by

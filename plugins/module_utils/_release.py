@@ -366,7 +366,7 @@ def rollback_record(record: t.Mapping[str, t.Any] | None, host: str | None = Non
 
     A tag can have moved since the record was written (an overlay rebuilt under the same tag): the ID is the image
     that served. Each member serves the ID it recorded (``image_ids``: one image has two IDs across image stores);
-    a member the record does not list serves the head's ``image_id``. A record without an ID (0.1.0's) keeps its
+    a member the record does not list serves the head's ``image_id``. A record without an ID (an older one) keeps its
     image name, the only thing it knows.
     """
     if not isinstance(record, t.Mapping) or not record:

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: model_manifest
 short_description: The manifest (size and sha256 of every file) of a model directory, and whether the model is complete
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:

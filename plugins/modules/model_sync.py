@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: model_sync
 short_description: Make a model directory identical on other nodes, sending only the files that differ over the fabric
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_files
 short_description: Make several files and directories of a node hold given contents, modes and owners, in one call
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: ray_cluster_info
 short_description: Report the nodes, GPUs and placement groups of the Ray cluster whose head runs on this node
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:

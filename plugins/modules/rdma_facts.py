@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: rdma_facts
 short_description: Discover the RoCE fabric of a DGX Spark and the environment its Ray and vLLM processes need
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
@@ -82,7 +82,7 @@ options:
       - An address the controller reaches this node at, normally the inventory's C(ansible_host). When an interface of
         this node (other than the fabric) holds it, it is RV(lan_ip); a DNS name or an address behind NAT is ignored.
     type: str
-    version_added: 0.1.0
+    version_added: 0.2.0
   verbs_dir:
     description:
       - The directory of the RDMA verbs devices the engine containers are given; RV(verbs_devices) lists its C(uverbs*)

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: transfer_trust
 short_description: Install or remove a node's part of the fleet's transfer trust in one call
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
@@ -23,7 +23,7 @@ description:
   - With O(state=present) it makes O(dir) (0700) hold C(known_hosts) and the transfer program's configuration
     C(relay.json) (0600), installs the transfer program at O(program_path) (0644, run as the interpreter's argument),
     and makes the lines of O(authorized_keys) that carry the O(comment) mark exactly one line per sender of
-    O(senders) (lines of other senders, of an older key or of the single fleet key of 0.1.0 are removed; lines
+    O(senders) (lines of other senders, of an older key or of the old single fleet key are removed; lines
     without the mark are kept). Each file is replaced atomically (written beside it, then renamed), and only when its
     content, mode or owner differs.
   - With O(state=absent) the marked lines leave O(authorized_keys), and O(dir) (the key pair with it) and

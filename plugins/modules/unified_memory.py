@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: unified_memory
 short_description: Make room in a DGX Spark's unified memory right before vLLM starts, and check there is enough
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: vllm_image_info
 short_description: Inspect a vLLM container image without running it and without a GPU
-version_added: 0.1.0
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
