@@ -11,13 +11,14 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help venv host-deps engine lab-images lab-up lab-down lab-status demo test unit lint sanity sanity-latest \
-        build-check molecule lab-test bench clean
+        build-check release molecule lab-test bench clean
 
 help:
 	@echo "make demo        venv + Docker engine + lab images + 2-node lab + deploy_qwen35.yml on it"
 	@echo "make test        everything CI runs (unit, lint, sanity, build check, lab tests with molecule test --all)"
 	@echo "make lab-up      start the lab (NODES=$(NODES), up to 6); lab-down, lab-status"
 	@echo "make unit | lint | sanity | build-check | molecule | lab-test"
+	@echo "make release     after antsibull-changelog release: changelog checked, dist/dgxspark-vllm-<version>.tar.gz built and installed offline"
 	@echo "make bench       bench/transfer.py, fleet_deploy.py and rerun.py: ratios from one run each (not part of make test)"
 
 $(BIN)/.stamp: requirements.txt requirements-test.txt
@@ -79,6 +80,35 @@ sanity-latest: .venv-latest/.stamp host-deps
 
 build-check: venv
 	tools/build-check.sh
+
+# A release of galaxy.yml's version (after `antsibull-changelog release`): the changelog fragments lint, the version
+# is a release in changelogs/changelog.yaml, CHANGELOG.rst is what `antsibull-changelog generate` makes of it
+# (regenerated in a temporary copy and compared), dist/dgxspark-vllm-<version>.tar.gz is built and installs offline
+# into a clean collections path (tools/install-collection.sh, as build-check does), from where Ansible finds it.
+RELEASE_VERSION = $(shell sed -n 's/^version: *//p' galaxy.yml)
+release: venv
+	$(BIN)/antsibull-changelog lint
+	@$(BIN)/python -c 'import sys, yaml; v = sys.argv[1]; r = yaml.safe_load(open("changelogs/changelog.yaml")).get("releases") or {}; \
+	    sys.exit(0 if v in map(str, r) else "release: %s is not a release in changelogs/changelog.yaml; run antsibull-changelog release first" % v)' \
+	    "$(RELEASE_VERSION)"
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	    cp -r galaxy.yml changelogs "$$tmp/"; \
+	    (cd "$$tmp" && $(CURDIR)/$(BIN)/antsibull-changelog generate) >"$$tmp/generate.log" 2>&1 || { cat "$$tmp/generate.log"; exit 1; }; \
+	    test -f CHANGELOG.rst || { echo "release: no CHANGELOG.rst; run antsibull-changelog release (or generate)"; exit 1; }; \
+	    diff -u CHANGELOG.rst "$$tmp/CHANGELOG.rst" || { echo "release: CHANGELOG.rst is not current; run antsibull-changelog generate"; exit 1; }; \
+	    echo "CHANGELOG.rst is current for $(RELEASE_VERSION)"
+	@rm -f dist/dgxspark-vllm-$(RELEASE_VERSION).tar.gz
+	$(BIN)/ansible-galaxy collection build --output-path dist .
+	@test -f dist/dgxspark-vllm-$(RELEASE_VERSION).tar.gz
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	    tools/install-collection.sh dist/dgxspark-vllm-$(RELEASE_VERSION).tar.gz "$$tmp/collections"; \
+	    found="$$(cd "$$tmp" && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH="$$tmp/collections" \
+	        $(CURDIR)/$(BIN)/ansible-galaxy collection list dgxspark.vllm 2>/dev/null)"; \
+	    echo "$$found"; \
+	    grep -qx "# $$tmp/collections/ansible_collections" <<<"$$found" && \
+	        grep -Eq "^dgxspark\.vllm +$(RELEASE_VERSION) *$$" <<<"$$found" || \
+	        { echo "release: dgxspark.vllm $(RELEASE_VERSION) is not what Ansible finds in $$tmp/collections"; exit 1; }
+	@echo "RELEASE READY: dist/dgxspark-vllm-$(RELEASE_VERSION).tar.gz"
 
 molecule: venv engine
 	$(BIN)/molecule test --all
