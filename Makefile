@@ -10,7 +10,7 @@ NODES ?= 2
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv host-deps engine lab-images lab-up lab-down lab-status demo test unit lint sanity sanity-latest \
+.PHONY: help venv locks lock-check host-deps engine lab-images lab-up lab-down lab-status demo test unit lint sanity sanity-latest \
         build-check release molecule lab-test bench clean
 
 help:
@@ -19,11 +19,13 @@ help:
 	@echo "make lab-up      start the lab (NODES=$(NODES), up to 6); lab-down, lab-status"
 	@echo "make unit | lint | sanity | build-check | molecule | lab-test"
 	@echo "make release     after antsibull-changelog release: changelog checked, dist/dgxspark-vllm-<version>.tar.gz built and installed offline"
+	@echo "make locks       re-resolve every hashed lock from its *.in (LOCKS=NAME for one); make lock-check"
 	@echo "make bench       bench/transfer.py, fleet_deploy.py and rerun.py: ratios from one run each (not part of make test)"
 
-$(BIN)/.stamp: requirements.txt requirements-test.txt
+# Every package from the lock, each file checked against its sha256 (tools/locks.py; `make locks` refreshes them).
+$(BIN)/.stamp: requirements-test.txt
 	@test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)  # a venv whose creation was cut short has no pip
-	$(BIN)/pip install -q -r requirements-test.txt
+	$(BIN)/pip install -q --require-hashes -r requirements-test.txt
 	@mkdir -p .collections/ansible_collections/dgxspark
 	@ln -sfn ../../.. .collections/ansible_collections/dgxspark/vllm
 	@touch $@
@@ -35,7 +37,7 @@ PY312 ?= $(firstword $(wildcard /root/.pyenv/versions/3.12*/bin/python3.12) $(sh
 .venv-latest/.stamp: requirements-sanity-latest.txt
 	@test -n "$(PY312)" || { echo "no Python 3.12 found: set PY312=/path/to/python3.12"; exit 1; }
 	@test -x .venv-latest/bin/python || $(PY312) -m venv .venv-latest
-	.venv-latest/bin/pip install -q -r requirements-sanity-latest.txt
+	.venv-latest/bin/pip install -q --require-hashes -r requirements-sanity-latest.txt
 	@touch $@
 
 host-deps:
@@ -68,7 +70,16 @@ demo: venv lab-up
 unit: venv
 	$(BIN)/pytest -q -m "not lab" tests/unit $(wildcard lab/engine/tests)
 
-lint: venv
+# Refresh every lock from its inputs (*.in): the only step that asks PyPI what is new. `make locks LOCKS=ray` for one.
+LOCKS ?=
+locks: venv
+	$(BIN)/python tools/locks.py refresh $(LOCKS)
+
+# Fails when a lock is stale, a requirement unpinned or unhashed, or an install site does not use a lock.
+lock-check: venv
+	$(BIN)/python tools/locks.py check
+
+lint: venv lock-check
 	$(BIN)/ansible-lint
 	$(BIN)/antsibull-changelog lint
 

