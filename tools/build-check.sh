@@ -54,7 +54,7 @@ FORBIDDEN=(
     lab/ bench/ molecule/ tools/ build/ dist/ collect_logs/ inventories/lab/
     tests/unit/ tests/lab/ tests/integration/ tests/output/
     .venv .collections/ .pytest_cache/ .ansible/ .git/ .github/ .ci/ .tox/ .mypy_cache/ .config/
-    Makefile requirements-test.txt requirements-sanity-latest.txt .gitignore
+    Makefile requirements-test.txt requirements-sanity-latest.txt requirements-test.in requirements-sanity-latest.in .gitignore
     changelogs/.plugin-cache.yaml
     "*/__pycache__/" "*.pyc" "*.tar.gz" "*.retry"
 )
