@@ -166,7 +166,8 @@ render() {  # type name
     grep -Eq "^> [A-Z]+:? ${name//./\\.}( |\$)" "$TMP/page.out" || problems+=("no page for $name on stdout")
     grep -Eq '^\[(ERROR|WARNING)\]' "$TMP/page.err" && problems+=("Ansible reported problems on stderr")
     if [ "${#problems[@]}" != 0 ]; then
-        echo "DOES NOT RENDER: ansible-doc -t $type $name: $(IFS=';'; echo "${problems[*]}" | sed 's/;/; /g')" >&2
+        joined="$(IFS=';'; echo "${problems[*]}")"
+        echo "DOES NOT RENDER: ansible-doc -t $type $name: ${joined//;/; }" >&2
         sed 's/^/    /' "$TMP/page.err" >&2
         errors=$((errors + 1))
     elif [ -s "$TMP/page.err" ]; then

@@ -1,11 +1,13 @@
-#!/usr/bin/env python3
 """Every Python package the project installs comes from a lock: pinned with ==, every file hashed.
 
-Usage:
+Usage (with the venv's python: `make venv` installs uv there):
   tools/locks.py refresh [NAME ...]   re-resolve the named locks (all by default) from their inputs with uv
   tools/locks.py check                fail when a lock is stale, unpinned or unhashed, or when an install
                                       site does not install from a lock with --require-hashes
   tools/locks.py list                 the locks, their inputs and how each is resolved
+  tools/locks.py sanity-input --venv V   write tests/sanity/requirements-<core>.in from V's ansible-test
+  tools/locks.py sanity-wheels --venv V --dest D
+                                      download V's ansible-test sanity lock into D with --require-hashes
 
 The tool: uv (`uv pip compile --generate-hashes`), itself pinned and hashed in requirements-test.txt. It resolves
 for every platform and Python at once (--universal), so one lock serves the x86_64 lab and the aarch64 Sparks,
@@ -79,6 +81,14 @@ LOCKS = (
     Lock("sanity-latest", "requirements-sanity-latest.in", "requirements-sanity-latest.txt",
          UNIVERSAL + ("--python-version", "3.12"),
          "the newest ansible-core for tools/sanity.sh --venv .venv-latest (Python 3.12)"),
+    # ansible-test's own sanity requirements (exact pins it ships per ansible-core) and the pip it bootstraps, made
+    # hashed here: tools/sanity.sh downloads them with --require-hashes and points ansible-test's pip at them alone.
+    Lock("sanity-2.19", "tests/sanity/requirements-2.19.in", "tests/sanity/requirements-2.19.txt",
+         ("--python-version", "3.11", "--python-platform", "linux"),
+         "ansible-test 2.19's sanity venvs (tools/sanity.sh, Python 3.11)"),
+    Lock("sanity-2.21", "tests/sanity/requirements-2.21.in", "tests/sanity/requirements-2.21.txt",
+         ("--python-version", "3.12", "--python-platform", "linux"),
+         "ansible-test 2.21's sanity venvs (tools/sanity.sh --venv .venv-latest, Python 3.12)"),
     Lock("benchmark", "roles/benchmark/files/requirements.in", "roles/benchmark/files/requirements.txt",
          UNIVERSAL + ("--python-version", "3.11"),
          "roles/benchmark: llama-benchy's virtualenv on the controller (installed with --no-deps)",
@@ -149,7 +159,8 @@ def _compile(lock: Lock, infile: str, extra: tuple[str, ...]) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "lock.txt"
         existing = REPO / lock.output
-        if existing.exists() and DIGEST_PREFIX in existing.read_text(encoding="utf-8"):  # the current pins are the resolver's preferences: a refresh moves only what must
+        # The current pins are the resolver's preferences: a refresh moves only what must move.
+        if existing.exists() and DIGEST_PREFIX in existing.read_text(encoding="utf-8"):
             out.write_text(existing.read_text(encoding="utf-8"), encoding="utf-8")
         proc = subprocess.run(argv + ["--output-file", str(out), infile], cwd=REPO, check=False,
                               env={**os.environ, "UV_NO_CONFIG": "1"}, capture_output=True, text=True)
@@ -272,6 +283,74 @@ def check(root: Path = REPO) -> int:
     return 0
 
 
+def _ansible_test_requirements(venv: Path) -> tuple[str, list[str], str]:
+    """(ansible-core's version, every pinned line of ansible-test's sanity requirement files, the pip it bootstraps)."""
+    code = (
+        "import glob, inspect, os, re\n"
+        "import ansible_test, ansible.release\n"
+        "from ansible_test._internal import python_requirements as pr\n"
+        "d = os.path.join(os.path.dirname(ansible_test.__file__), '_data', 'requirements')\n"
+        "print(ansible.release.__version__)\n"
+        "print(' '.join(sorted(set(re.findall(r\"pip\\s*=\\s*'([0-9.]+)'\", inspect.getsource(pr.get_venv_packages))))))\n"
+        "for f in sorted(glob.glob(os.path.join(d, 'sanity.*.txt'))):\n"
+        "    print(open(f).read())\n")
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    version, pips = out[0], out[1].split()
+    lines = sorted({ln.strip() for ln in out[2:] if ln.strip() and not ln.startswith("#")})
+    return version, lines, " ".join(f"pip=={p}" for p in pips)
+
+
+def sanity_input(venv: Path) -> int:
+    """Write tests/sanity/requirements-<core>.in from the ansible-test of VENV."""
+    version, lines, pip = _ansible_test_requirements(venv)
+    minor = ".".join(version.split(".")[:2])
+    path = REPO / "tests" / "sanity" / f"requirements-{minor}.in"
+    path.write_text(f"# ansible-test {version}'s sanity requirements (its _data/requirements/sanity.*.txt) and the pip\n"
+                    f"# it bootstraps, written by `tools/locks.py sanity-input --venv {venv.name}`.\n"
+                    + "\n".join([pip, *lines]) + "\n", encoding="utf-8")
+    print(f"locks.py: {path.relative_to(REPO)}: {len(lines) + 1} requirements")
+    return 0
+
+
+def sanity_wheels(venv: Path, dest: Path) -> int:
+    """Download the hashed lock of VENV's ansible-test into DEST (--require-hashes), after checking that the lock
+    holds every pin of this ansible-test; tools/sanity.sh then lets ansible-test's pip see DEST alone."""
+    version, lines, pip = _ansible_test_requirements(venv)
+    minor = ".".join(version.split(".")[:2])
+    lock = next((lk for lk in LOCKS if lk.name == f"sanity-{minor}"), None)
+    if lock is None:
+        print(f"locks.py: no lock for ansible-test {minor}: add one to LOCKS, then `tools/locks.py sanity-input "
+              f"--venv {venv}` and `make locks LOCKS=sanity-{minor}`", file=sys.stderr)
+        return 1
+    text = (REPO / lock.output).read_text(encoding="utf-8")
+    pinned = {(_norm(n), v) for n, v, h in entries(text) if v and h}
+    missing = [ln for ln in [*pip.split(), *lines]
+               if (_norm(ln.split("==")[0].split(";")[0].strip()), ln.split("==", 1)[-1].split(";")[0].strip())
+               not in pinned]
+    problems = check_lock(lock) + [f"{lock.output}: ansible-test {version} wants {ln}, which the lock does not pin; "
+                                   f"run `tools/locks.py sanity-input --venv {venv}` and `make locks LOCKS={lock.name}`"
+                                   for ln in missing]
+    if problems:
+        print("\n".join("LOCK CHECK: " + p for p in problems), file=sys.stderr)
+        return 1
+    done = dest / ".complete"
+    if done.exists():
+        return 0
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "download", "-q", "--disable-pip-version-check",
+                           "--no-deps", "--require-hashes", "-r", str(REPO / lock.output), "-d", str(dest)],
+                          check=False, capture_output=True, text=True)
+    if proc.returncode:
+        print(f"locks.py: downloading {lock.output} failed:\n{proc.stderr[-3000:]}", file=sys.stderr)
+        return 1
+    done.write_text(digest(lock) + "\n", encoding="utf-8")
+    print(f"locks.py: {sum(1 for p in dest.iterdir() if p.name != '.complete')} files of {lock.output} in {dest}, "
+          f"every one checked against its hash")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -283,6 +362,18 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "check":
         return check()
+    if cmd in ("sanity-input", "sanity-wheels"):
+        import argparse  # pylint: disable=import-outside-toplevel
+        parser = argparse.ArgumentParser(prog=f"locks.py {cmd}")
+        parser.add_argument("--venv", type=Path, required=True)
+        parser.add_argument("--dest", type=Path)
+        args = parser.parse_args(names)
+        venv = args.venv if args.venv.is_absolute() else REPO / args.venv
+        if cmd == "sanity-input":
+            return sanity_input(venv)
+        if args.dest is None:
+            parser.error("--dest is required")
+        return sanity_wheels(venv, args.dest)
     if cmd == "refresh":
         unknown = set(names) - {lk.name for lk in LOCKS}
         if unknown:

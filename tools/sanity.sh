@@ -24,7 +24,8 @@
 #
 # Exit status: 0 only if no sanity test failed and none was skipped unless
 # allowed with --allow-skip. Sanity venvs are cached by ansible-test in
-# ~/.ansible/test/venv (cold run: they are created and filled from PyPI).
+# ~/.cache/dgxspark-sanity/home-<core>/.ansible/test/venv (cold run: they are created and filled from the wheels of
+# tests/sanity/requirements-<core>.txt, downloaded with --require-hashes).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -82,6 +83,22 @@ CORE_MINOR="$(echo "$CORE_VERSION" | cut -d. -f1,2)"
 # The venv's bin first: ansible-test looks up pythonX.Y and ansible-* on PATH, and
 # a pyenv shim for a version that is not globally selected would fail.
 export PATH="$VENV/bin:$PATH"
+
+# --- hashed sanity requirements ------------------------------------------------
+# ansible-test installs each sanity test's requirements (the exact pins it ships) into venvs of its own with pip. That
+# pip sees nothing but a directory of wheels downloaded from this project's lock of them with --require-hashes
+# (tests/sanity/requirements-<core>.txt, made by tools/locks.py): ansible-test passes HOME to pip and no PIP_*
+# variable, so ansible-test runs under a HOME of its own whose pip.conf says no-index and names that directory.
+SANITY_CACHE="${DGXSPARK_SANITY_CACHE:-$HOME/.cache/dgxspark-sanity}"
+SANITY_LOCK="tests/sanity/requirements-$CORE_MINOR.txt"
+[ -f "$SANITY_LOCK" ] || { echo "sanity.sh: no $SANITY_LOCK for ansible-core $CORE_VERSION (tools/locks.py)" >&2; exit 2; }
+WHEELS="$SANITY_CACHE/wheels-$CORE_MINOR-$(sha256sum "$SANITY_LOCK" | cut -c1-16)"
+"$VENV/bin/python" tools/locks.py sanity-wheels --venv "$VENV" --dest "$WHEELS"
+SANITY_HOME="$SANITY_CACHE/home-$CORE_MINOR"
+mkdir -p "$SANITY_HOME/.config/pip"
+printf '[global]\nno-index = true\nfind-links = %s\n' "$WHEELS" >"$SANITY_HOME/.config/pip/pip.conf"
+export HOME="$SANITY_HOME"
+unset PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE XDG_CONFIG_HOME
 
 # --- offline get-pip shim ----------------------------------------------------
 # ansible-test bootstraps pip in its venvs with get-pip-<pip version>.py, which it

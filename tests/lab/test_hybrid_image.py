@@ -123,7 +123,8 @@ def test_transformers_5_over_the_pin_is_refused_by_the_pip_check_gate(loaded):
 
 @pytest.fixture(scope="module")
 def overlay(loaded):
-    wheels = wheelhouse("ray[default]==2.54.1")
+    # The wheels of the collection's Ray lock: the role installs them with --require-hashes.
+    wheels = wheelhouse(lock=REPO / "roles" / "hybrid_image" / "files" / "ray-2.54.1.txt")
     args = ("-e", f"hybrid_image_pip_wheelhouse={wheels}", "-e", f"hybrid_image_pip_cert={REPO / 'lab' / 'host-ca.crt'}")
     return args, build(*args)
 

@@ -154,5 +154,12 @@ def test_the_command_line_refuses_an_unknown_lock(capsys):
     assert "unknown lock(s) nope" in capsys.readouterr().err
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(pytest.main([__file__]))
+def test_sanity_wheels_refuse_an_ansible_test_pin_the_lock_lacks(monkeypatch, tmp_path, capsys):
+    """ansible-test's sanity venvs install only from the lock's wheels: a pin of ansible-test's that the lock does not
+    hold (a new ansible-core) stops tools/sanity.sh before anything is downloaded."""
+    version, lines, pip = locks._ansible_test_requirements(REPO / ".venv")
+    monkeypatch.setattr(locks, "_ansible_test_requirements",
+                        lambda venv: (version, [*lines, "pylint==0.0.1"], pip))
+    assert locks.sanity_wheels(REPO / ".venv", tmp_path / "wheels") == 1
+    assert "wants pylint==0.0.1, which the lock does not pin" in capsys.readouterr().err
+    assert not (tmp_path / "wheels").exists()
