@@ -11,7 +11,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help venv locks lock-check host-deps engine lab-images lab-up lab-down lab-status demo test unit lint sanity sanity-latest \
-        build-check release molecule lab-test bench clean
+        build-check release molecule lab-test bench tested-with clean
 
 help:
 	@echo "make demo        venv + Docker engine + lab images + 2-node lab + deploy_qwen35.yml on it"
@@ -21,6 +21,7 @@ help:
 	@echo "make release     after antsibull-changelog release: changelog checked, dist/dgxspark-vllm-<version>.tar.gz built and installed offline"
 	@echo "make locks       re-resolve every hashed lock from its *.in (LOCKS=NAME for one); make lock-check"
 	@echo "make bench       bench/transfer.py, fleet_deploy.py and rerun.py: ratios from one run each (not part of make test)"
+	@echo "make tested-with README.md's Tested-with block from the last full test run (tests/output/TESTED-WITH.md)"
 
 # Every package from the lock, each file checked against its sha256 (tools/locks.py; `make locks` refreshes them).
 $(BIN)/.stamp: requirements-test.txt
@@ -133,6 +134,11 @@ bench: venv engine
 	$(PYTHON) bench/transfer.py $(BENCH_ARGS)
 	$(PYTHON) bench/fleet_deploy.py
 	$(PYTHON) bench/rerun.py
+
+# The README's Tested-with block, rewritten from what the last full test run used and recorded (tests/conftest.py
+# writes tests/output/TESTED-WITH.md at the end of every pytest session; `make test` fails when the block disagrees).
+tested-with:
+	$(PYTHON) tools/tested_with.py update-readme
 
 # Everything CI runs. The checks run two at a time (the machines have 2 cores; each sanity run works in a tree of
 # its own, and --output-sync keeps each check's output in one piece), and the lab images are built beside them

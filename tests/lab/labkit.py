@@ -247,9 +247,61 @@ def run(argv, check=True, env=None, timeout=900, input_text=None):
         raise AssertionError(f"{' '.join(map(str, argv))} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
 
+    if proc.returncode == 0 and list(map(str, argv[:len(LAB) + 1])) == [*LAB, "up"]:
+        _record_lab_engines()  # every lab the tests bring up comes up here (the session's, and each remade one)
 
 def ansible_env(**extra):
     env = dict(os.environ)
+# ---------------------------------------------------------------- what the run used (the README's Tested-with block)
+_TESTED_WITH = []
+
+
+def tested_with(component, where, version, **detail):
+    """Record that the current test used COMPONENT at WHERE (Markdown: an image, a node kind) in VERSION (or what
+    calling VERSION returns: what the component answered, read here), as it observed it (tools/tested_with.py renders
+    the README's block from the records). Never raises: a recording that fails is printed, and shows as a row missing
+    from the block, never as (or instead of) a test failure."""
+    try:
+        if callable(version):
+            version = version()
+        if not _TESTED_WITH:
+            import importlib.util  # pylint: disable=import-outside-toplevel
+            spec = importlib.util.spec_from_file_location("dgxspark_tested_with", REPO / "tools" / "tested_with.py")
+            _TESTED_WITH.append(importlib.util.module_from_spec(spec))
+            spec.loader.exec_module(_TESTED_WITH[0])
+        by = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+        _TESTED_WITH[0].record(component, where, version, by=by, **detail)
+    except Exception as err:  # pylint: disable=broad-exception-caught
+        print(f"tested-with: {component} at {where} not recorded: {err!r}")
+
+
+_ENGINES_SEEN = set()  # the node containers whose engine this process recorded already
+_ENGINE_PROBE = ('. /etc/os-release && echo "$PRETTY_NAME" && '
+                 "docker info --format '{{.ServerVersion}}|{{.Driver}}|{{json .DriverStatus}}'")
+
+
+def _record_lab_engines():
+    """Each lab node's Docker engine as it answers now: its OS, server version and image store (one `docker exec` per
+    node not seen before in this process)."""
+    try:
+        listed = subprocess.run(["docker", "ps", "--filter", "label=org.dgxspark.lab=node", "--filter",
+                                 f"label=org.dgxspark.lab.prefix={PREFIX}", "--format", "{{.ID}} {{.Names}}"],
+                                capture_output=True, text=True, check=True, timeout=60).stdout.split("\n")
+        for line in filter(None, listed):
+            cid, name = line.split()
+            if cid in _ENGINES_SEEN:
+                continue
+            probe = subprocess.run(["docker", "exec", name, "sh", "-c", _ENGINE_PROBE], capture_output=True, text=True,
+                                   check=True, timeout=60).stdout.strip().splitlines()
+            os_name, (version, driver, status) = probe[0], probe[-1].split("|", 2)
+            containerd = ["driver-type", "io.containerd.snapshotter.v1"] in (json.loads(status or "null") or [])
+            store = "containerd image store" if containerd else f"{driver} graph driver"
+            tested_with("docker", f"lab node: {os_name}, {store}", version, node=name)
+            _ENGINES_SEEN.add(cid)
+    except Exception as err:  # pylint: disable=broad-exception-caught
+        print(f"tested-with: the lab's engines not recorded: {err!r}")
+
+
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
     env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
     env["ANSIBLE_FORCE_COLOR"] = "0"

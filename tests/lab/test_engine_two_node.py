@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, ansible_env, fabric_if, fabric_ip, mgmt_ip, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, ansible_env, fabric_if, fabric_ip, mgmt_ip, node, node_exec, run, tested_with
 
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
 LABEL = "org.dgxspark.test=engine-two-node"  # every container this file starts carries it (cleanup by label)
@@ -231,6 +231,7 @@ def test_tp2_chat_completion_crosses_both_ranks_and_metrics_advance(cluster):
         rank_line(2, r"NCCL INFO ncclCommInitRank comm 0x[0-9a-f]+ rank 1 nranks 2 .* - Init COMPLETE"),
     ], deadline_s=30)
     assert "ERROR" not in log and "Traceback" not in log, log[-6000:]
+    tested_with("vllm", f"`{OLD}`: the stand-in engine (lab/engine)", lambda: json.loads(http("GET", "/version")[1])["version"])
 
     answers = {}
     for prompt in ("Which link carries the all-reduce?", "Say hello to both Sparks.", "Which link carries the all-reduce?"):

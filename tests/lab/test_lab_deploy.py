@@ -21,7 +21,7 @@ import urllib.request
 import pytest
 
 from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, collection_as_it_was, fabric_if, fabric_ip,
-                    mgmt_ip, node, node_exec, png_pixels, report, run)
+                    mgmt_ip, node, node_exec, png_pixels, report, run, tested_with)
 
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 TEARDOWN = str(REPO / "playbooks" / "teardown.yml")
@@ -91,6 +91,13 @@ def test_api_answers_on_the_lan_from_the_controller(deployed, lab):
         models = json.load(response)
     assert [m["id"] for m in models["data"]] == ["qwen3.5-122b-a10b-fp8"]
     assert f"at http://{head}:8000/v1," in " ".join(deployed.stdout.split())  # the summary prints that endpoint
+
+    def served_version():  # what the engine that answered says it is
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"http://{head}:8000/version",
+                                                                               timeout=10) as answer:
+            return json.load(answer)["version"]
+
+    tested_with("vllm", "`lab/vllm-qwen35:0.17`: the stand-in engine (lab/engine)", served_version)
 
 
 PEER_GET = """
@@ -509,6 +516,15 @@ def test_prometheus_scrapes_the_engine_and_both_node_exporters_and_a_second_run_
 
     found = wait_for("every target up in Prometheus", targets_up, 60, step=1)
     assert {t["labels"]["cluster"] for t in found.values()} == {"pair1"}
+    # What ran, as Prometheus tells it: its own build, and the build of each node exporter it scraped.
+    tested_with("prometheus", "`lab/prometheus:2.42`", lambda: prometheus("/api/v1/status/buildinfo")["data"]["version"])
+
+    def exporters_version():  # the one version every node's exporter reported (else nothing is recorded)
+        (version,) = {r["metric"]["version"] for r in
+                      prometheus("/api/v1/query?query=node_exporter_build_info")["data"]["result"]}
+        return version
+
+    tested_with("node-exporter", "`lab/node-exporter:1.5`", exporters_version)
     assert found[("engine", node(1), "head")]["scrapeUrl"] == f"http://{mgmt_ip(1)}:8000/metrics"
     # The fabric interface's samples carry fabric="true" (what the fabric rules select).
     fabric = prometheus("/api/v1/query?query=node_network_carrier%7Bfabric%3D%22true%22%7D")["data"]["result"]

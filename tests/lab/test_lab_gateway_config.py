@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from labkit import LAB, run
+from labkit import LAB, run, tested_with
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway as gw
 
@@ -29,6 +29,9 @@ CASES = {
 @pytest.fixture(scope="module")
 def image():
     run([*LAB, "images", "haproxy-2.6"])
+    shown = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "haproxy", IMAGE, "-v"],
+                           capture_output=True, text=True, check=False).stdout  # "HAProxy version 2.6.12-1+deb12u1 ..."
+    tested_with("haproxy", f"`{IMAGE}`", shown.split("version ", 1)[1].split()[0] if "version " in shown else "")
     return IMAGE
 
 

@@ -5,13 +5,14 @@ v3 image real Sparks run reads the same rules). A broken rule is refused."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from labkit import LAB, report, run
+from labkit import LAB, report, run, tested_with
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _monitoring as mon
 
@@ -22,6 +23,10 @@ TESTS = Path(__file__).parent / "monitoring"
 @pytest.fixture(scope="module")
 def image():
     run([*LAB, "images", "prometheus-2.42"])
+    version = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "/bin/promtool", IMAGE,
+                              "--version"], capture_output=True, text=True, check=False)
+    found = re.search(r"version (\S+)", version.stdout + version.stderr)
+    tested_with("prometheus", f"`{IMAGE}`", found.group(1) if found else "", tool="promtool")
     return IMAGE
 
 

