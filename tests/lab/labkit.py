@@ -245,13 +245,11 @@ def run(argv, check=True, env=None, timeout=900, input_text=None):
                           check=False, cwd=REPO)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(map(str, argv))} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc
-
     if proc.returncode == 0 and list(map(str, argv[:len(LAB) + 1])) == [*LAB, "up"]:
         _record_lab_engines()  # every lab the tests bring up comes up here (the session's, and each remade one)
+    return proc
 
-def ansible_env(**extra):
-    env = dict(os.environ)
+
 # ---------------------------------------------------------------- what the run used (the README's Tested-with block)
 _TESTED_WITH = []
 
@@ -302,6 +300,8 @@ def _record_lab_engines():
         print(f"tested-with: the lab's engines not recorded: {err!r}")
 
 
+def ansible_env(**extra):
+    env = dict(os.environ)
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
     env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
     env["ANSIBLE_FORCE_COLOR"] = "0"
