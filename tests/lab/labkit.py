@@ -112,6 +112,8 @@ OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the 
                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
                "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
                "tests/lab/test_lab_gateway_config.py", "tests/lab/test_lab_monitoring_rules.py",
+               # the built tarball installed into a clean path, a playbook run by FQCN from outside the checkout
+               "tests/lab/test_lab_release_install.py",
                # it remakes node 1 as a Docker 26 node, and makes it a Docker 20.10 node again at the end
                "tests/lab/test_lab_image_delta.py",
                # last: it remakes node 2 with the containerd store, and makes it a graph-driver node again at the end
@@ -434,19 +436,22 @@ WHEEL_CACHE = Path.home() / ".cache" / "dgxspark-lab" / "wheels"
 NODE_WHEELS = "/var/tmp/dgxspark-test-wheels"
 
 
-def wheelhouse(*requirements, index=1):
-    """A directory of wheels for REQUIREMENTS (and their dependencies) on node INDEX; returns its path there.
+def wheelhouse(*requirements, index=1, lock=None):
+    """A directory of wheels for REQUIREMENTS (and their dependencies), or of every file of the hashed LOCK, on node
+    INDEX; returns its path there.
 
     Lab nodes have no route to a package index. The wheels are downloaded once with this machine's pip (cached in
     ~/.cache/dgxspark-lab/wheels): the lab images' Python is Debian 12's 3.11 on this machine's CPU architecture,
-    as the controller's virtualenv is.
+    as the controller's virtualenv is. A LOCK's files are checked against its hashes (--require-hashes).
     """
-    key = hashlib.sha256(json.dumps([sys.version_info[:2], *requirements]).encode()).hexdigest()[:12]
+    lock_text = Path(lock).read_text(encoding="utf-8") if lock else ""
+    key = hashlib.sha256(json.dumps([sys.version_info[:2], *requirements, lock_text]).encode()).hexdigest()[:12]
     local = WHEEL_CACHE / key
     if not local.is_dir():
         WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=WHEEL_CACHE, prefix=".download-"))
-        run([str(BIN / "pip"), "download", "-q", "--only-binary=:all:", "-d", str(tmp), *requirements])
+        what = ["--no-deps", "--require-hashes", "-r", str(lock)] if lock else list(requirements)
+        run([str(BIN / "pip"), "download", "-q", "--only-binary=:all:", "-d", str(tmp), *what])
         tmp.rename(local)
     target = node(index)
     remote = f"{NODE_WHEELS}/{key}"
