@@ -48,16 +48,37 @@ def conflict_requirement(line: str) -> str:
     return CONFLICT_REQUIREMENT.sub(r"\1", line)
 
 
-def pip_check_gate(result: dict, accept_conflicts: list[str]) -> dict:
-    """Gate (a): ``pip check`` passes with exit 0, or exit 1 when every conflict line is in ACCEPT_CONFLICTS."""
-    rc = result.get("rc")
+def _conflict_lines(result: dict) -> list[str]:
     lines = [line.strip() for line in _lines(result)]
-    lines = [line for line in lines if line and not NO_CONFLICTS.match(line)]
+    return [line for line in lines if line and not NO_CONFLICTS.match(line)]
+
+
+def baseline_conflicts(baseline: dict | None) -> tuple[list[str], str]:
+    """The conflict lines ``pip check`` printed in the image the build starts from (its own, before the build added
+    anything), and why there are none to go by when it could not run ('' when it ran)."""
+    if not baseline:
+        return [], "no baseline"
+    rc = baseline.get("rc")
+    lines = _conflict_lines(baseline)
+    if rc == 0 or (rc == 1 and lines):
+        return lines, ""
+    return [], f"pip check could not run in the source (exit {rc}): {_output(baseline, 'stderr', 'stdout', 300)}"
+
+
+def pip_check_gate(result: dict, accept_conflicts: list[str], baseline: dict | None = None) -> dict:
+    """Gate (a): ``pip check`` passes with exit 0, or exit 1 when every conflict line is either the image's own
+    (BASELINE: ``pip check`` in the image the build starts from printed the same line) or in ACCEPT_CONFLICTS. The
+    gate judges what the build added, not what the source already had: an image the field serves with conflicts of
+    its own is not refused for them."""
+    rc = result.get("rc")
+    lines = _conflict_lines(result)
+    inherited_lines, baseline_error = baseline_conflicts(baseline)
     accepted_lines = [str(line).strip() for line in accept_conflicts]
-    unaccepted = [line for line in lines if line not in accepted_lines]
+    inherited = [line for line in dict.fromkeys(lines) if line in inherited_lines]
+    unaccepted = [line for line in lines if line not in accepted_lines and line not in inherited_lines]
     accepted = []
     for line in lines:
-        if line not in unaccepted and line not in accepted:
+        if line not in unaccepted and line not in inherited and line not in accepted:
             accepted.append(line)
     requirements = [conflict_requirement(line) for line in unaccepted]
     if rc not in (0, 1) or (rc == 1 and not lines):
@@ -66,11 +87,15 @@ def pip_check_gate(result: dict, accept_conflicts: list[str]) -> dict:
         reason = (f"{len(unaccepted)} conflict(s) not accepted: {' | '.join(unaccepted)}"
                   f" (conflicting requirement(s): {', '.join(requirements)}); to ship it anyway,"
                   " list the exact line in hybrid_image_accept_conflicts")
+        if inherited:
+            reason += f"; {len(inherited)} the source image already had, not counted: {' | '.join(inherited)}"
     return {
         "gate": "a",
         "passed": rc == 0 or (rc == 1 and bool(lines) and not unaccepted),
         "conflicts": lines,
         "accepted": accepted,
+        "inherited": inherited,
+        "baseline_error": baseline_error if baseline else "",
         "requirements": requirements,
         "reason": reason,
     }
@@ -149,10 +174,12 @@ def entrypoint_gate(result: dict, image: dict, launcher_version: str, ray_instal
 
 
 def judge(pip_check: dict, inspection: dict, entrypoint: dict, image: dict, accept_conflicts: list[str],
-          launcher_version: str, ray_install: str, ray_added: str, ray_version: str, min_ray_version: str) -> dict:
-    """The three gates' records, keyed pip_check, inspection and entrypoint (in that order)."""
+          launcher_version: str, ray_install: str, ray_added: str, ray_version: str, min_ray_version: str,
+          baseline: dict | None = None) -> dict:
+    """The three gates' records, keyed pip_check, inspection and entrypoint (in that order). BASELINE is
+    ``pip check`` in the image the build starts from (gate (a) does not count its conflicts)."""
     return {
-        "pip_check": pip_check_gate(pip_check, accept_conflicts),
+        "pip_check": pip_check_gate(pip_check, accept_conflicts, baseline),
         "inspection": inspection_gate(inspection),
         "entrypoint": entrypoint_gate(entrypoint, image, launcher_version, ray_install, ray_added, ray_version,
                                       min_ray_version),

@@ -63,6 +63,36 @@ def test_pip_check_conflict_fails_naming_line_and_requirement():
         " anyway, list the exact line in hybrid_image_accept_conflicts")
 
 
+def test_source_image_with_its_own_pip_conflict_passes_the_overlay_gate():
+    """Field: the images Sparks serve (NGC, source builds with +nv torch) rarely pass `pip check` themselves. Gate (a)
+    judges what the build added: a conflict the source image already printed is not counted (fails at 13f6075, which
+    had no baseline and refused every such image)."""
+    gate = g.pip_check_gate(ran(1, f"{OTHER}\n"), [], baseline=ran(1, f"{OTHER}\n"))
+    assert gate["passed"], gate["reason"]
+    assert gate["inherited"] == [OTHER] and gate["accepted"] == [] and gate["requirements"] == []
+    assert gate["reason"].endswith(f"; 1 the source image already had, not counted: {OTHER}")
+
+
+def test_a_conflict_the_build_added_still_fails_beside_the_sources_own():
+    gate = g.pip_check_gate(ran(1, f"{OTHER}\n{CONFLICT}\n"), [], baseline=ran(1, f"{OTHER}\n"))
+    assert not gate["passed"]
+    assert gate["inherited"] == [OTHER] and gate["requirements"] == ["transformers<5,>=4.56.0"]
+    assert gate["reason"].startswith(f"1 conflict(s) not accepted: {CONFLICT} ")
+
+
+def test_a_baseline_that_could_not_run_counts_nothing_as_the_sources_own():
+    gate = g.pip_check_gate(ran(1, f"{OTHER}\n"), [], baseline=ran(125, "", "docker: no such image"))
+    assert not gate["passed"] and gate["inherited"] == []
+    assert gate["baseline_error"] == "pip check could not run in the source (exit 125): docker: no such image"
+
+
+def test_a_line_the_build_changed_is_the_builds():
+    """The same requirement with another installed version after the build is a new line: the build moved it."""
+    before = "vllm 0.17.1 has requirement transformers<5,>=4.56.0, but you have transformers 4.55.0."
+    gate = g.pip_check_gate(ran(1, f"{CONFLICT}\n"), [], baseline=ran(1, f"{before}\n"))
+    assert not gate["passed"] and gate["inherited"] == []
+
+
 def test_pip_check_accepted_conflicts_pass_and_are_compared_trimmed():
     gate = g.pip_check_gate(ran(1, f"  {CONFLICT}  \n{OTHER}\n"), [f" {CONFLICT}", OTHER + "  "])
     assert gate["passed"]
@@ -196,6 +226,9 @@ def test_filter_returns_the_three_gates_in_order():
               accept_conflicts=[CONFLICT], **POLICY)
     assert list(gates) == ["pip_check", "inspection", "entrypoint"]
     assert [gate["passed"] for gate in gates.values()] == [True, True, True]
+    inherited = f(ran(1, OTHER), inspection=inspected([QWEN_OK]), entrypoint=ran(0, LAUNCHER), image=IMAGE,
+                  baseline=ran(1, OTHER), **POLICY)
+    assert inherited["pip_check"]["passed"] and inherited["pip_check"]["inherited"] == [OTHER]
 
 
 def test_filter_bad_input_is_a_filter_error():
