@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install the Debian packages the build machine needs and does not have yet:
 # debootstrap and busybox-static (lab images), shellcheck (ansible-test sanity),
-# openssh-client (Ansible's transport), haproxy (the gateway_server module's tests drive a real one on loopback).
+# openssh-client (Ansible's transport), haproxy (the gateway_server module's tests drive a real one on loopback),
+# graphviz (tests/unit/test_docs_architecture.py renders docs/architecture.dot).
 # Installs nothing when all are present.
 set -euo pipefail
 declare -A want=([debootstrap]=debootstrap [busybox]=busybox-static [shellcheck]=shellcheck [ssh]=openssh-client
-                 [ssh-keygen]=openssh-client [haproxy]=haproxy)
+                 [ssh-keygen]=openssh-client [haproxy]=haproxy [dot]=graphviz)
 missing=()
 for tool in "${!want[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("${want[$tool]}")
