@@ -1,6 +1,7 @@
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Known-bad combinations of image contents and serving settings: the table, and the check against an image's facts.
+"""Known-bad combinations of image contents and serving settings, and known-bad host platforms: the tables, and the
+checks against an image's facts and a node's.
 
 KNOWN_ISSUES is the one place the collection keeps them. Each entry:
 
@@ -15,6 +16,23 @@ KNOWN_ISSUES is the one place the collection keeps them. Each entry:
     ``defaults[name]``, what vLLM does when the flag is not given).
 - ``remedy``: ``set`` (settings that avoid it, applied when the inventory left them unset; empty when no setting
   helps) and ``advice`` (what to do otherwise).
+
+HOST_ISSUES keeps the known-bad host platforms (kernels, NVIDIA drivers, DGX OS versions), which the preflight checks
+against each node's own facts (dgxspark.vllm.node_facts' ``host``). Each entry:
+
+- ``id``, ``summary``, ``source`` as above; ``also``: further reports of the same breakage (optional).
+- ``when``: every condition must hold:
+  - ``kernel`` (``uname -r``), ``driver`` (nvidia-smi's driver version), ``dgx_os`` (the DGX OS version of
+    /etc/dgx-release): a version condition, ``{"is": [...], "min": "X", "below": "Y"}`` (each key optional, every
+    one given must hold). ``is``: the release is exactly one of these (a kernel's flavour included:
+    ``7.0.0-1019-nvidia``); ``min``/``below``: min <= version < below, compared by their numbers (a kernel's
+    ``7.0.0-1019-nvidia`` as 7, 0, 0, 1019). A fact the node did not report never matches.
+    The versions are the ones the source documents, no wider: a later release is not assumed broken (or fixed)
+    until a source says so.
+  - ``nodes_min``: at least this many nodes serve together; ``transport``: the fabric's transport (``roce``,
+    ``socket``), as rdma_facts chose it.
+- ``severity``: ``stop`` (the preflight stops the node) or ``warn`` (a warning).
+- ``advice``: what to do about it.
 """
 
 from __future__ import annotations
@@ -42,6 +60,34 @@ KNOWN_ISSUES = (
         "remedy": {"set": {},
                    "advice": "rebuild the image with one NCCL (remove the pip nvidia-nccl-cu* package or the system "
                              "libnccl, so that vLLM and torch load the same library)"},
+    },
+)
+
+# The fact each host condition reads, and how a message names it.
+HOST_FACTS = {"kernel": "kernel {} (uname -r)", "driver": "NVIDIA driver {} (nvidia-smi)",
+              "dgx_os": "DGX OS {} (/etc/dgx-release)"}
+SEVERITIES = ("stop", "warn")
+
+HOST_ISSUES = (
+    {
+        "id": "kernel-7.0.0-1019-nccl-roce-reg-mr",
+        "summary": "kernel 7.0.0-1019-nvidia breaks NCCL's memory registration over RoCE (ibv_reg_mr fails with ENOMEM, "
+                   "Cannot allocate memory), so the engine never starts across nodes; 6.17.0-1032-nvidia works",
+        "source": "https://github.com/eugr/spark-vllm-docker/issues/392",
+        "also": ("https://forums.developer.nvidia.com/t/383023",),
+        "when": {"kernel": {"is": ["7.0.0-1019-nvidia"]}, "nodes_min": 2, "transport": "roce"},
+        "severity": "stop",
+        "advice": "boot the node into a kernel reported to work (6.17.0-1032-nvidia: pick it in GRUB's advanced options "
+                  "or make it the default) and keep apt from moving it back (apt-mark hold) until a fixed kernel is "
+                  "documented",
+    },
+    {
+        "id": "kernel-6.17.0-1008-panics",
+        "summary": "kernel 6.17.0-1008-nvidia has documented kernel panics on DGX Spark",
+        "source": "https://forums.developer.nvidia.com/t/366026",
+        "when": {"kernel": {"is": ["6.17.0-1008-nvidia"]}},
+        "severity": "warn",
+        "advice": "move the node to another kernel (a later DGX OS update, then a reboot) before serving on it",
     },
 )
 
@@ -134,4 +180,103 @@ def check(image: t.Mapping[str, t.Any], nodes: int, settings: t.Mapping[str, t.A
             result["warnings"].append(f"{head}; applying the remedy: {applied} ({remedy['advice']})")
         result["matches"].append({"id": issue["id"], "summary": issue["summary"], "source": issue["source"],
                                   "because": why, "action": action})
+    return result
+
+
+def release_tuple(release: str) -> t.Tuple[int, ...]:
+    """The numbers of a release's leading version: (7, 0, 0, 1019) from '7.0.0-1019-nvidia-64k', (580, 95, 5) from
+    '580.95.05' (a flavour after the numbers is not part of the version)."""
+    match = re.match(r"\d+(?:[.-]\d+)*", str(release).strip())
+    return tuple(int(part) for part in re.findall(r"\d+", match.group(0))) if match else ()
+
+
+def validate_host_issue(issue: t.Mapping[str, t.Any]) -> None:
+    """Raise ValueError when a HOST_ISSUES entry is malformed (a condition that could never be read as meant)."""
+    name = issue.get("id", "?")
+    missing = sorted({"id", "summary", "source", "when", "severity", "advice"} - set(issue))
+    if missing:
+        raise ValueError(f"{name}: missing {missing}")
+    if issue["severity"] not in SEVERITIES:
+        raise ValueError(f"{name}: severity must be one of {SEVERITIES}, is {issue['severity']!r}")
+    when = issue["when"]
+    unknown = sorted(set(when) - set(HOST_FACTS) - {"nodes_min", "transport"})
+    if not when or unknown:
+        raise ValueError(f"{name}: unknown host conditions {unknown} (or none); "
+                         f"known: {sorted(HOST_FACTS) + ['nodes_min', 'transport']}")
+    for fact in set(when) & set(HOST_FACTS):
+        condition = when[fact]
+        if not condition or set(condition) - {"is", "min", "below"}:
+            raise ValueError(f"{name}: the {fact} condition has is, min and/or below, and nothing else: {condition}")
+
+
+def _version_holds(condition: t.Mapping[str, t.Any], value: str) -> bool:
+    value = str(value or "").strip()
+    if not value or not release_tuple(value):
+        return False
+    if "is" in condition and value not in condition["is"]:
+        return False
+    if "min" in condition and release_tuple(value) < release_tuple(condition["min"]):
+        return False
+    if "below" in condition and release_tuple(value) >= release_tuple(condition["below"]):
+        return False
+    return True
+
+
+def _host_matches(when: t.Mapping[str, t.Any], facts: t.Mapping[str, t.Any]) -> t.Optional[str]:
+    """Why the host condition holds (a phrase naming each fact and where it was read), or None."""
+    why = []
+    for fact, label in HOST_FACTS.items():
+        if fact in when:
+            if not _version_holds(when[fact], facts.get(fact)):
+                return None
+            why.append(label.format(str(facts[fact]).strip()))
+    if "nodes_min" in when:
+        nodes = int(facts.get("nodes") or 1)
+        if nodes < when["nodes_min"]:
+            return None
+        why.append(f"{nodes} nodes serving together")
+    if "transport" in when:
+        if facts.get("transport") != when["transport"]:
+            return None
+        why.append(f"{facts['transport']} transport on the fabric")
+    return ", ".join(why)
+
+
+def check_host(facts: t.Mapping[str, t.Any], host: str = "", ignore: t.Iterable[str] = (),
+               issues: t.Sequence[t.Mapping[str, t.Any]] = HOST_ISSUES,
+               ignore_variable: str = "preflight_known_issues_ignore") -> t.Dict[str, t.Any]:
+    """Check one node's host facts against ISSUES (the known-bad host platforms).
+
+    FACTS: ``kernel``, ``driver``, ``dgx_os`` (strings; empty when unknown), ``nodes`` (how many nodes serve
+    together) and ``transport`` (the fabric's). Returns ``matches`` (one dict per issue that holds: ``id``,
+    ``summary``, ``source``, ``because``, ``severity`` and ``action``: ``stop``, ``warn`` or ``ignored``),
+    ``warnings`` and ``errors`` (sentences naming the host, the facts, the source and the fix).
+    """
+    for issue in issues:
+        validate_host_issue(issue)
+    ignore = set(ignore)
+    known_ids = {issue["id"] for issue in issues}
+    if ignore - known_ids:
+        raise ValueError(f"unknown host known-issue ids {sorted(ignore - known_ids)} in {ignore_variable}; "
+                         f"known: {sorted(known_ids)}")
+    prefix = f"{host}: " if host else ""
+    result: t.Dict[str, t.Any] = {"matches": [], "warnings": [], "errors": []}
+    for issue in issues:
+        why = _host_matches(issue["when"], facts)
+        if why is None:
+            continue
+        head = f"{prefix}{issue['summary']} ({issue['source']}): this node has {why}"
+        if issue["id"] in ignore:
+            action = "ignored"
+            result["warnings"].append(f"{head}; ignored because {ignore_variable} lists {issue['id']}")
+        elif issue["severity"] == "stop":
+            action = "stop"
+            result["errors"].append(f"{head}. Fix: {issue['advice']} (or list {issue['id']} in {ignore_variable} "
+                                    "to go on anyway)")
+        else:
+            action = "warn"
+            result["warnings"].append(f"{head}. Fix: {issue['advice']} (or list {issue['id']} in {ignore_variable} "
+                                      "to silence this warning)")
+        result["matches"].append({"id": issue["id"], "summary": issue["summary"], "source": issue["source"],
+                                  "because": why, "severity": issue["severity"], "action": action})
     return result

@@ -13,9 +13,10 @@ author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
   - Reads the Docker engine's version (C(docker version)), the GPUs (C(nvidia-smi --query-gpu)), the memory
-    (C(/proc/meminfo)), the free space under O(docker_root), the clock, and pings O(ping_targets) with the
-    don't-fragment bit at O(mtu), the peers in parallel. The P(dgxspark.vllm.preflight#role) role checks the results;
-    one call per node replaces a round trip per check.
+    (C(/proc/meminfo)), the free space under O(docker_root), the clock, the host platform (kernel release, NVIDIA
+    driver, C(/etc/os-release) and DGX OS's C(/etc/dgx-release), without running anything more), and pings
+    O(ping_targets) with the don't-fragment bit at O(mtu), the peers in parallel. The
+    P(dgxspark.vllm.preflight#role) role checks the results; one call per node replaces a round trip per check.
   - Never fails because of what it finds. Each part reports its return code and error text, so the caller can name
     the node, the problem and the fix.
 extends_documentation_fragment:
@@ -139,6 +140,17 @@ trust:
   sample: {dir: /etc/dgxspark/transfer, key_present: true, public_key: "ssh-ed25519 AAAAC3Nz... dgxspark-transfer@spark_pairs:spark-1",
            host_key: "ssh-ed25519 AAAAC3Nz... root@spark-1"}
   version_added: 0.2.0
+host:
+  description:
+    - The host platform the P(dgxspark.vllm.preflight#role) role checks against the known-bad ones shipped in the
+      collection (filter P(dgxspark.vllm.host_known_issues#filter)) - C(kernel) (the release C(uname -r) prints),
+      C(driver) (the NVIDIA driver version of the first GPU line, empty when nvidia-smi failed), C(os) (C(ID),
+      C(VERSION_ID) and C(PRETTY_NAME) of C(/etc/os-release)) and C(dgx_os) (the DGX OS version of
+      C(/etc/dgx-release) - its last C(DGX_OTA_VERSION), else C(DGX_SWBUILD_VERSION); empty on other systems).
+  returned: always
+  type: dict
+  sample: {kernel: 6.17.0-1032-nvidia, driver: 580.95.05, dgx_os: 7.2.3,
+           os: {id: ubuntu, version_id: "24.04", pretty_name: Ubuntu 24.04.3 LTS}}
 pings:
   description: One entry per O(ping_targets) with C(target), C(rc) (0 when every echo was answered) and C(output).
   returned: always
@@ -160,6 +172,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh_trust import re
 ENGINE_LABEL = "org.dgxspark.vllm.component"
 ENGINE_COMPONENTS = ("ray", "vllm")  # the watchdog's, the gateway's and the monitoring's containers carry other values
 GPU_QUERY = ["--query-gpu=name,memory.total,driver_version,uuid", "--format=csv,noheader"]
+OS_RELEASE = "/etc/os-release"
+DGX_RELEASE = "/etc/dgx-release"  # DGX OS: DGX_SWBUILD_VERSION (the install image), DGX_OTA_VERSION per update
 
 
 def run(module: AnsibleModule, name: str, args: list[str]) -> tuple[int, str, str]:
@@ -183,6 +197,43 @@ def meminfo(text: str) -> dict[str, int]:
         if parts and parts[0].isdigit():
             values[key.strip()] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
     return values
+
+
+def release_file(text: str) -> list[tuple[str, str]]:
+    """The ``KEY=value`` lines of an os-release style file, in order (a key may repeat), quotes removed."""
+    pairs = []
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key and not key.startswith("#"):
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            pairs.append((key.strip(), value))
+    return pairs
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(65536)
+    except OSError:
+        return ""
+
+
+def host_platform(gpu_lines: list[str]) -> dict:
+    """The kernel release, the NVIDIA driver (from the GPU lines), the OS and the DGX OS version, read in-process."""
+    os_release = dict(release_file(_read(OS_RELEASE)))
+    dgx = release_file(_read(DGX_RELEASE))
+    ota = [value for key, value in dgx if key == "DGX_OTA_VERSION" and value]
+    build = [value for key, value in dgx if key == "DGX_SWBUILD_VERSION" and value]
+    fields = gpu_lines[0].split(",") if gpu_lines else []
+    return {
+        "kernel": os.uname().release,
+        "driver": fields[2].strip() if len(fields) > 2 else "",
+        "os": {"id": os_release.get("ID", ""), "version_id": os_release.get("VERSION_ID", ""),
+               "pretty_name": os_release.get("PRETTY_NAME", "")},
+        "dgx_os": (ota or build or [""])[-1],
+    }
 
 
 def free_space(path: str) -> dict:
@@ -277,7 +328,7 @@ def main() -> None:
         changed=False, clock=clock, docker=docker, gpus=gpus, running_engines=engines, **found,
         paths={path: os.path.lexists(path) for path in p["paths"]},
         memory_total_bytes=memory.get("MemTotal", 0), memory_available_bytes=memory.get("MemAvailable", 0),
-        disk=free_space(p["docker_root"]), pings=pings(),
+        disk=free_space(p["docker_root"]), host=host_platform(gpus["lines"]), pings=pings(),
     )
 
 

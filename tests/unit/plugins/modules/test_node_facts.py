@@ -161,3 +161,40 @@ def test_paths_report_whether_each_is_there(bindir, tmp_path, capsys):
     result = run(capsys, {"docker_root": str(tmp_path), "paths": [str(there), str(tmp_path / "gone"), str(dangling)]})
     assert result["paths"] == {str(there): True, str(tmp_path / "gone"): False, str(dangling): True}
     assert run(capsys, {"docker_root": str(tmp_path)})["paths"] == {}
+
+
+def test_the_host_platform_comes_in_the_same_call(bindir, tmp_path, capsys, monkeypatch):
+    """The kernel release, the driver of the first GPU line, os-release and DGX OS's version (the last OTA's, else the
+    install image's), which the preflight checks against the known-bad host platforms. Fails at 13f6075, whose
+    node_facts returned no host platform."""
+    tool(bindir, "docker", '[ "$1" = ps ] || echo "28.3.3"')
+    tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
+    os_release = tmp_path / "os-release"
+    os_release.write_text('PRETTY_NAME="Ubuntu 24.04.3 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\n')
+    dgx_release = tmp_path / "dgx-release"
+    dgx_release.write_text('DGX_NAME="DGX Spark"\nDGX_SWBUILD_VERSION="7.2.3"\n\nDGX_OTA_VERSION="7.3.1"\n'
+                           'DGX_OTA_DATE="Wed Nov 19 05:05:30 PM CET 2025"\nDGX_OTA_VERSION="7.4.0"\n')
+    monkeypatch.setattr(mod, "OS_RELEASE", str(os_release))
+    monkeypatch.setattr(mod, "DGX_RELEASE", str(dgx_release))
+    monkeypatch.setattr(mod.os, "uname", lambda: type("uname", (), {"release": "7.0.0-1019-nvidia"})())
+    result = run(capsys, {"docker_root": str(tmp_path)})
+    assert result["host"] == {"kernel": "7.0.0-1019-nvidia", "driver": "580.95.05", "dgx_os": "7.4.0",
+                              "os": {"id": "ubuntu", "version_id": "24.04", "pretty_name": "Ubuntu 24.04.3 LTS"}}
+    dgx_release.write_text('DGX_NAME="DGX Spark"\nDGX_SWBUILD_VERSION="7.2.3"\n')  # a factory install: no OTA yet
+    assert run(capsys, {"docker_root": str(tmp_path)})["host"]["dgx_os"] == "7.2.3"
+
+
+def test_a_node_without_dgx_release_or_working_nvidia_smi_reports_empty_host_facts(bindir, tmp_path, capsys,
+                                                                                    monkeypatch):
+    tool(bindir, "docker", '[ "$1" = ps ] || echo "28.3.3"')
+    tool(bindir, "nvidia-smi", 'echo "No devices were found"; exit 6')
+    monkeypatch.setattr(mod, "OS_RELEASE", str(tmp_path / "none"))
+    monkeypatch.setattr(mod, "DGX_RELEASE", str(tmp_path / "none"))
+    host = run(capsys, {"docker_root": str(tmp_path)})["host"]
+    assert host == {"kernel": mod.os.uname().release, "driver": "", "dgx_os": "",
+                    "os": {"id": "", "version_id": "", "pretty_name": ""}}
+
+
+def test_release_file_parsing():
+    text = "# comment\nA=1\nB=\"two words\"\nC='x'\nnot a pair\nA=3\n"
+    assert mod.release_file(text) == [("A", "1"), ("B", "two words"), ("C", "x"), ("A", "3")]
