@@ -14,7 +14,8 @@ author:
 description:
   - Reads the Docker engine's version (C(docker version)), the GPUs (C(nvidia-smi --query-gpu)), the memory
     (C(/proc/meminfo)), the free space under O(docker_root), the clock, the host platform (kernel release, NVIDIA
-    driver, C(/etc/os-release) and DGX OS's C(/etc/dgx-release), without running anything more), and pings
+    driver, C(/etc/os-release) and DGX OS's C(/etc/dgx-release), without running anything more), whether its Python
+    imports the Docker SDK the other modules need, and pings
     O(ping_targets) with the don't-fragment bit at O(mtu), the peers in parallel. The
     P(dgxspark.vllm.preflight#role) role checks the results; one call per node replaces a round trip per check.
   - Never fails because of what it finds. Each part reports its return code and error text, so the caller can name
@@ -151,6 +152,15 @@ host:
   type: dict
   sample: {kernel: 6.17.0-1032-nvidia, driver: 580.95.05, dgx_os: 7.2.3,
            os: {id: ubuntu, version_id: "24.04", pretty_name: Ubuntu 24.04.3 LTS}}
+docker_sdk:
+  description:
+    - Whether the Python that runs the collection's modules on this node imports the Docker SDK for Python
+      (C(import docker)), which most of them need; DGX OS does not install it (Debian and Ubuntu package it as
+      C(python3-docker)). C(python) is that interpreter, C(version) the SDK's version, C(error) why the import failed.
+  returned: always
+  type: dict
+  sample: {present: true, version: 5.0.3, python: /usr/bin/python3, error: ""}
+  version_added: 0.2.0
 pings:
   description: One entry per O(ping_targets) with C(target), C(rc) (0 when every echo was answered) and C(output).
   returned: always
@@ -160,6 +170,7 @@ pings:
 """
 
 import os
+import sys
 import threading
 import time
 import typing as t
@@ -234,6 +245,15 @@ def host_platform(gpu_lines: list[str]) -> dict:
                "pretty_name": os_release.get("PRETTY_NAME", "")},
         "dgx_os": (ota or build or [""])[-1],
     }
+
+
+def docker_sdk() -> dict:
+    """Whether this Python imports the Docker SDK (what the collection's other modules import on this node)."""
+    try:
+        import docker  # pylint: disable=import-outside-toplevel
+    except Exception as exc:  # pylint: disable=broad-exception-caught  # a broken install raises more than ImportError
+        return {"present": False, "version": "", "python": sys.executable, "error": f"{type(exc).__name__}: {exc}"}
+    return {"present": True, "version": str(getattr(docker, "__version__", "")), "python": sys.executable, "error": ""}
 
 
 def free_space(path: str) -> dict:
@@ -328,7 +348,7 @@ def main() -> None:
         changed=False, clock=clock, docker=docker, gpus=gpus, running_engines=engines, **found,
         paths={path: os.path.lexists(path) for path in p["paths"]},
         memory_total_bytes=memory.get("MemTotal", 0), memory_available_bytes=memory.get("MemAvailable", 0),
-        disk=free_space(p["docker_root"]), host=host_platform(gpus["lines"]), pings=pings(),
+        disk=free_space(p["docker_root"]), host=host_platform(gpus["lines"]), docker_sdk=docker_sdk(), pings=pings(),
     )
 
 

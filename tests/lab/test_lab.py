@@ -122,6 +122,33 @@ def test_preflight_names_the_node_without_a_gpu(lab):
     assert f"{node(1)}: nvidia-smi" not in flat
 
 
+@contextlib.contextmanager
+def without_the_docker_sdk(index):
+    """Node INDEX as DGX OS leaves it: its python3 does not import the Docker SDK (the lab's nodes have python3-docker;
+    its files are moved aside, and back afterwards)."""
+    site = "/usr/lib/python3/dist-packages"
+    node_exec(node(index), "mv", f"{site}/docker", f"{site}/docker.lab-hidden")
+    try:
+        yield
+    finally:
+        node_exec(node(index), "mv", f"{site}/docker.lab-hidden", f"{site}/docker")
+
+
+def test_preflight_stops_a_node_without_the_python_docker_sdk_naming_the_command(lab):
+    """Field (issue 33, 1): DGX OS ships no python3-docker, which most modules import. At 13f6075 the preflight passed
+    and the first module that needed it failed under no_log ("the output has been hidden"); with
+    dgxspark_node_packages=check the preflight now stops that node, naming its python and the command."""
+    with without_the_docker_sdk(2):
+        proc = preflight("-e", "dgxspark_node_packages=check")
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    flat = " ".join(proc.stdout.split())
+    assert (f"{node(2)}: the Python that runs the collection's modules here (/usr/bin/python3) does not import the "
+            "Docker SDK for Python") in flat, flat[-3000:]
+    assert "Install it: sudo apt-get install -y python3-docker" in flat
+    assert f"{node(1)}: the Python that runs" not in flat
+    assert "output has been hidden" not in proc.stdout
+
+
 def test_fleet_validation_refuses_duplicate_fabric_ips(lab):
     proc = preflight("-e", '{"dgxspark_fabric_ip": "%s"}' % fabric_ip(UNUSED))
     assert proc.returncode != 0

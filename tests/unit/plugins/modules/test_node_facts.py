@@ -198,3 +198,26 @@ def test_a_node_without_dgx_release_or_working_nvidia_smi_reports_empty_host_fac
 def test_release_file_parsing():
     text = "# comment\nA=1\nB=\"two words\"\nC='x'\nnot a pair\nA=3\n"
     assert mod.release_file(text) == [("A", "1"), ("B", "two words"), ("C", "x"), ("A", "3")]
+
+
+def test_a_node_without_the_docker_sdk_says_so_in_the_same_call(bindir, tmp_path, capsys, monkeypatch):
+    """Field (issue 33, 1): DGX OS does not install python3-docker, which most of the collection's modules import; the
+    preflight learns it from node_facts before any of them runs (fails at 13f6075: no such fact)."""
+    import sys  # pylint: disable=import-outside-toplevel
+    tool(bindir, "docker", '[ "$1" = ps ] || echo "28.3.3"')
+    tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
+    monkeypatch.setitem(sys.modules, "docker", None)  # `import docker` raises ImportError, as without the package
+    result = run(capsys, {"docker_root": str(tmp_path)})
+    assert result["docker_sdk"]["present"] is False and result["docker_sdk"]["version"] == ""
+    assert result["docker_sdk"]["python"] == sys.executable
+    assert result["docker_sdk"]["error"].startswith("ModuleNotFoundError: import of docker")
+
+
+def test_the_docker_sdk_and_its_version_are_reported(bindir, tmp_path, capsys, monkeypatch):
+    import sys  # pylint: disable=import-outside-toplevel
+    import types  # pylint: disable=import-outside-toplevel
+    tool(bindir, "docker", '[ "$1" = ps ] || echo "28.3.3"')
+    tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
+    monkeypatch.setitem(sys.modules, "docker", types.SimpleNamespace(__version__="5.0.3"))
+    result = run(capsys, {"docker_root": str(tmp_path)})
+    assert result["docker_sdk"] == {"present": True, "version": "5.0.3", "python": sys.executable, "error": ""}
