@@ -10,24 +10,39 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
     GATEWAY_GROUP, GATEWAY_HOST_VARS, MONITORING_ADDRESS_VAR, MONITORING_GROUP, MONITORING_HOST_VARS, node_fabric,
     plain_hostvars, resolve_fleet, resolve_gateways, with_fabric)
-from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import VARIABLES, check_host
+from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import READ, check_host, check_secrets, unreadable
 
 
-def input_problems(hostvars, hosts) -> list[str]:
-    """The problems among the values the inventory (or -e) gives HOSTS for the variables _inputs checks.
+def _raw(hostvars, host, hv):
+    """HOST's variables as written (Ansible's HostVars.raw_get: nothing templated, no vault value decrypted), or HV
+    itself where hostvars is a plain dict; None when they cannot be read (the check then goes by the names alone)."""
+    try:
+        return hostvars.raw_get(host) if hasattr(hostvars, "raw_get") else hv
+    except Exception:  # pylint: disable=broad-except  # the raw view is a help only
+        return None
 
-    A value whose template fails is left to the role that uses it (a play need not define every variable)."""
+
+def input_problems(hostvars, hosts, require_api_key: bool = False) -> list[str]:
+    """The problems among the values the inventory (or -e) gives HOSTS for the variables _inputs checks, and their
+    secrets' (a placeholder, a vault value nothing maps, and with REQUIRE_API_KEY no key to serve with).
+
+    The values come templated (and a vault's decrypted) as hostvars hands them over; none is ever put in a message.
+    A value whose template fails (or a vault value without the vault's password) is an Unreadable: the grammar
+    leaves it to the role that uses it (a play need not define every variable), the secrets' checks say what it
+    means for them. RAW (hostvars.raw_get: the variables as written) shows a vault value used under another name."""
     problems = []
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
         values = {}
-        for variable in VARIABLES:
+        for variable in READ:
             try:
                 if variable in hv:
                     values[variable] = hv[variable]
-            except Exception:  # pylint: disable=broad-except  # lazy hostvars: an undefined or broken template
-                continue
+            except Exception as exc:  # pylint: disable=broad-except  # lazy hostvars: an undefined or broken template
+                values[variable] = unreadable(exc)
         problems.extend(check_host(host, values))
+        problems.extend(check_secrets(host, values, raw=lambda host=host, hv=hv: _raw(hostvars, host, hv),
+                                      require_api_key=require_api_key))
     return problems
 
 
@@ -36,7 +51,7 @@ class ActionModule(ActionBase):
     # It reads the inventory on the controller and changes nothing: the same in check mode.
     _supports_check_mode = True
     _VALID_ARGS = frozenset(("fleet_group", "gateway_group", "monitoring_group", "tensor_parallel_size", "pipeline_parallel_size", "parallel_variables",
-                             "gpus_per_node", "min_nodes", "fabric"))
+                             "gpus_per_node", "min_nodes", "fabric", "require_api_key"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -52,6 +67,7 @@ class ActionModule(ActionBase):
             "gpus_per_node": {"type": "int", "default": 1},
             "min_nodes": {"type": "int", "default": 1},
             "fabric": {"type": "dict"},
+            "require_api_key": {"type": "bool", "default": False},
         })
         host = task_vars.get("inventory_hostname")
         fleet_group = args["fleet_group"] or task_vars.get("dgxspark_fleet_group") or "spark_pairs"
@@ -89,7 +105,8 @@ class ActionModule(ActionBase):
         # The values of this host's cluster (every member fails together, before any task changes a node), or of
         # this host alone when it is in no cluster.
         cluster = fleet["clusters"].get(fleet["host_cluster"].get(host, ""), {})
-        input_errors = input_problems(task_vars.get("hostvars", {}), cluster.get("members") or [host])
+        input_errors = input_problems(task_vars.get("hostvars", {}), cluster.get("members") or [host],
+                                      require_api_key=args["require_api_key"])
         if fleet["errors"] or gateway_errors or input_errors:
             # dict.fromkeys: a fabric IP is checked fleet-wide and among the cluster's values; say it once.
             errors = list(dict.fromkeys(fleet["errors"] + gateway_errors + input_errors))

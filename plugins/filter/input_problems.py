@@ -33,7 +33,7 @@ options:
     required: true
   kinds:
     description:
-      - Variable name to the kind of value (V(ip), V(secret), V(name), V(image), V(model), V(model_or_path),
+      - Variable name to the kind of value (V(ip), V(secret), V(hf_token), V(name), V(image), V(model), V(model_or_path),
         V(revision), V(own_dir), V(data_dir)), for names the checks do not know.
     type: dict
     default: {}

@@ -7,6 +7,10 @@ into a Dockerfile's FROM; model ids into paths; directories are made 0700 or rem
 Python over plain values, run by the action plugin dgxspark.vllm.fleet at the start of every playbook, before any
 task changes a node. A problem is a sentence naming the host, the variable and the fix; a secret's value is never
 repeated in it.
+
+Besides the grammar, the secrets an operator handles on a first run (issue 33): a key or token left as a placeholder
+(placeholder()), a vault value of a collection variable that nothing maps (vault_dgxspark_hf_token filled, but no
+dgxspark_hf_token), and, for the playbooks that serve, no API key at all (check_secrets()).
 """
 
 from __future__ import annotations
@@ -35,6 +39,30 @@ IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 # end an env file's or a configuration's line or value early.
 SECRET = re.compile(r"^[A-Za-z0-9._~+/=:@-]{8,512}$")
 
+# Obvious placeholders for a key or a token: what an example or a template leaves for the operator to replace. A value
+# is one when, compared case-insensitively with the separators - _ . : / + = ~ @ and blanks dropped, it is
+#  - in angle brackets, square brackets or ${...} (<your-api-key>, [token], ${API_KEY});
+#  - one character repeated (xxxxxxxx, 00000000, ********), also after an hf_ or sk- prefix (hf_xxxx, sk-xxxx);
+#  - a run of the digits, the alphabet or a keyboard row (12345678, abcdefgh, qwertyui);
+#  - one of PLACEHOLDER_WORDS, with up to 4 digits after it (changeme, secret123, password1);
+#  - words of PLACEHOLDER_PARTS only, one of them a key, a token, a secret or a password, with up to 4 digits after
+#    them (your-api-key, YOUR_HF_TOKEN, insert-token-here, my-secret-key, the-api-key, example-api-key).
+# A key made by a tool (`openssl rand -hex 32`, an hf_ token of Hugging Face) is none of these.
+PLACEHOLDER_WORDS = frozenset((
+    "changeme", "changethis", "changeit", "replaceme", "replacethis", "replaceit", "fillme", "fillmein", "setme",
+    "editme", "updateme", "example", "sample", "placeholder", "dummy", "fake", "test", "testing", "demo", "default",
+    "todo", "tbd", "fixme", "none", "null", "nil", "undefined", "unset", "notset", "empty", "redacted", "secret",
+    "password", "passwd", "passw0rd", "letmein", "token", "apikey", "key", "foobar", "foo", "bar"))
+PLACEHOLDER_PARTS = frozenset((
+    "your", "yours", "my", "our", "the", "a", "an", "insert", "enter", "put", "paste", "add", "replace", "change",
+    "set", "edit", "fill", "update", "new", "real", "own", "some", "generated", "example", "sample", "dummy", "fake",
+    "test", "demo", "default", "placeholder", "todo", "fixme", "hf", "huggingface", "hugging", "face", "openai",
+    "vllm", "gateway", "engine", "api", "access", "auth", "bearer", "serving", "server", "client", "read", "write",
+    "key", "token", "secret", "password", "passwd", "pass", "pwd", "here", "goes", "please", "this", "me", "it", "in"))
+_PLACEHOLDER_NOUNS = ("key", "token", "secret", "passw", "pwd", "changeme", "replaceme")
+_PLACEHOLDER_SEPARATORS = re.compile(r"[-_.:/+=~@\s]+")
+_PLACEHOLDER_RUNS = ("01234567890", "abcdefghijklmnopqrstuvwxyz", "qwertyuiop", "asdfghjkl", "zxcvbnm")
+
 # The system's own directories (and the trees a directory of the collection never lies in).
 SYSTEM_DIRS = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt",
                          "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/local",
@@ -44,6 +72,7 @@ SYSTEM_TREES = ("/proc", "/sys", "/dev", "/boot", "/etc", "/usr", "/bin", "/sbin
 # What each variable is, and how to fix it. Checked where the inventory (or -e) sets it; the roles' defaults pass.
 IP = "ip"
 SECRET_KIND = "secret"
+HF_TOKEN_KIND = "hf_token"
 NAME_KIND = "name"
 IMAGE = "image"
 MODEL = "model"
@@ -58,8 +87,8 @@ VARIABLES = {
     "dgxspark_api_key": SECRET_KIND,
     "vllm_serve_api_key": SECRET_KIND,
     "gateway_engine_api_key": SECRET_KIND,
-    "dgxspark_hf_token": SECRET_KIND,
-    "model_sync_hf_token": SECRET_KIND,
+    "dgxspark_hf_token": HF_TOKEN_KIND,
+    "model_sync_hf_token": HF_TOKEN_KIND,
     "dgxspark_cluster": NAME_KIND,
     "dgxspark_pair": NAME_KIND,
     "dgxspark_fleet_group": NAME_KIND,
@@ -121,9 +150,57 @@ def ip(value) -> str:
                      "(no name, network, pattern, IPv6 scope or quote)")
 
 
-def secret(value) -> str:
-    """VALUE as a secret for an env file or a configuration line (the value itself is never shown)."""
+def _words(text: str, parts) -> bool:
+    """Whether TEXT is a concatenation of PARTS (a word break, linear in TEXT's length)."""
+    ends = [True] + [False] * len(text)
+    for start in range(len(text)):
+        if ends[start]:
+            for part in parts:
+                if text.startswith(part, start):
+                    ends[start + len(part)] = True
+    return ends[len(text)]
+
+
+def placeholder(value) -> bool:
+    """Whether VALUE is an obvious placeholder for a key or a token (the rules above PLACEHOLDER_WORDS)."""
+    if not isinstance(value, str) or not value:
+        return False
+    text = value.strip()
+    if (text[:1], text[-1:]) in (("<", ">"), ("[", "]"), ("{", "}")) or text.startswith("${"):
+        return True
+    if len(set(text)) == 1:
+        return True
+    folded = _PLACEHOLDER_SEPARATORS.sub("", text.lower())
+    if not folded:
+        return True
+    for prefix in ("hf", "sk"):
+        rest = folded[len(prefix):] if folded.startswith(prefix) else ""
+        if rest and len(set(rest)) == 1:
+            return True
+    if len(set(folded)) == 1 or any(len(folded) >= 6 and folded in run for run in _PLACEHOLDER_RUNS):
+        return True
+    words = folded.rstrip("0123456789")
+    if len(folded) - len(words) > 4 or not words:
+        return False
+    return words in PLACEHOLDER_WORDS or (any(noun in words for noun in _PLACEHOLDER_NOUNS)
+                                          and _words(words, PLACEHOLDER_PARTS))
+
+
+_PLACEHOLDER_FIX = {
+    "key": "generate a real one with `openssl rand -hex 32`, put it in group_vars/all/vault.yml (vault_dgxspark_api_key) "
+           "and encrypt that file with `ansible-vault encrypt`",
+    "token": "create a read token at https://huggingface.co/settings/tokens, put it in group_vars/all/vault.yml "
+             "(vault_dgxspark_hf_token) and encrypt that file with `ansible-vault encrypt`, or leave it empty for a "
+             "model that is not gated",
+}
+
+
+def secret(value, what: str = "key") -> str:
+    """VALUE as a secret for an env file or a configuration line (the value itself is never shown): WHAT (a key or a
+    token) of the grammar SECRET, and no placeholder."""
     text = _text(value, "set it to the key or token as one quoted word")
+    if len(text) <= 512 and placeholder(text):
+        raise InputError(f"is a placeholder, not a {what} (the value is not shown); {_PLACEHOLDER_FIX[what]}")
     if not text or SECRET.fullmatch(text):
         return text
     bad = [what for what, found in (("a newline", "\n" in text or "\r" in text),
@@ -143,6 +220,11 @@ def secret(value) -> str:
         said = "contains a character other than A-Z a-z 0-9 . _ ~ + / = : @ -"
     raise InputError(f"{said} (the value is not shown); set it to 8 to 512 of the characters A-Z a-z 0-9 . _ ~ + / = : @ - (what "
                      "the gateway accepts), e.g. generated with `openssl rand -hex 32`")
+
+
+def hf_token(value) -> str:
+    """VALUE as a Hugging Face token: a secret, and no placeholder (the fix says where tokens come from)."""
+    return secret(value, what="token")
 
 
 def name(value) -> str:
@@ -219,7 +301,7 @@ def data_dir(value) -> str:
                      "/boot and /run and not a system directory itself, e.g. /srv/dgxspark/models")
 
 
-CHECKS = {IP: ip, SECRET_KIND: secret, NAME_KIND: name, IMAGE: image, MODEL: model, MODEL_OR_PATH: model_or_path,
+CHECKS = {IP: ip, SECRET_KIND: secret, HF_TOKEN_KIND: hf_token, NAME_KIND: name, IMAGE: image, MODEL: model, MODEL_OR_PATH: model_or_path,
           REVISION_KIND: revision,
           OWN_DIR: own_dir, DATA_DIR: data_dir}
 
@@ -227,8 +309,9 @@ CHECKS = {IP: ip, SECRET_KIND: secret, NAME_KIND: name, IMAGE: image, MODEL: mod
 def check_value(host: str, variable: str, value, kind: str | None = None) -> str | None:
     """The problem with VARIABLE = VALUE on HOST, as a sentence naming both and the fix; None when it is fine.
 
-    An unset or empty value is fine here (the roles require what they need)."""
-    if value is None or value == "":
+    An unset or empty value is fine here (the roles require what they need), and so is one that cannot be read
+    (Unreadable: a template that fails is left to the role that uses it)."""
+    if value is None or value == "" or isinstance(value, Unreadable):
         return None
     try:
         CHECKS[kind or VARIABLES[variable]](value)
@@ -248,6 +331,98 @@ def check_host(host: str, variables: dict) -> list[str]:
             problem = check_value(host, variable, variables[variable], kind)
             if problem:
                 problems.append(problem)
+    return problems
+
+
+class Unreadable:
+    """A variable set for a host whose value cannot be read: its template names an undefined variable (UNDEFINED), or
+    it is a vault value read without the vault's password. Neither its text nor the error's is kept."""
+
+    __slots__ = ("undefined",)
+
+    def __init__(self, undefined: str = ""):
+        self.undefined = undefined
+
+    def __repr__(self) -> str:
+        return f"Unreadable({self.undefined!r})"
+
+
+_UNDEFINED = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)' is undefined")
+
+
+def unreadable(error: BaseException) -> Unreadable:
+    """What the failed read of a variable tells: only the name of the undefined variable, if the error gives one."""
+    match = _UNDEFINED.search(str(error))
+    return Unreadable(match.group(1) if match else "")
+
+
+# The vault's names for the collection's variables (the example's vault_dgxspark_api_key and vault_dgxspark_hf_token):
+# a vault value is used only through the variable a line of group_vars maps it to.
+VAULT_PREFIX = "vault_"
+VAULT_NAMES = {VAULT_PREFIX + variable: variable for variable in VARIABLES}
+# The key vllm_serve serves with: its own variable when set, else the fleet's; and the opt-out of a key.
+API_KEY_VARIABLES = ("vllm_serve_api_key", "dgxspark_api_key")
+ALLOW_NO_API_KEY = "vllm_serve_allow_no_api_key"
+# Every variable check_host and check_secrets read for a host.
+READ = tuple(VARIABLES) + tuple(VAULT_NAMES) + (ALLOW_NO_API_KEY,)
+_API_KEY_FIX = ("generate a key with `openssl rand -hex 32`, put it in group_vars/all/vault.yml as "
+                "vault_dgxspark_api_key, map it in group_vars/all/main.yml with the line "
+                "dgxspark_api_key: \"{{ vault_dgxspark_api_key }}\", encrypt the vault with `ansible-vault encrypt` "
+                "and run the playbook with --ask-vault-pass; or, to serve without a key (anyone who reaches the port "
+                "is served), set vllm_serve_allow_no_api_key: true")
+
+
+def _mentions(value, name: str, depth: int = 0) -> bool:
+    """Whether a string in VALUE (a raw, untemplated variable: strings, lists, dicts) names the variable NAME. Values
+    of other types (a vault value still encrypted among them) are not read."""
+    if isinstance(value, str):
+        return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", value) is not None
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return any(_mentions(item, name, depth + 1) for item in value)
+    if depth < 4 and isinstance(value, dict):
+        return any(_mentions(item, name, depth + 1) for item in value.values())
+    return False
+
+
+def _true(value) -> bool:
+    return value is True or (isinstance(value, (str, int)) and not isinstance(value, bool)
+                             and str(value).strip().lower() in ("true", "yes", "on", "1", "y"))
+
+
+def check_secrets(host: str, variables: dict, raw=None, require_api_key: bool = False) -> list[str]:
+    """The secrets' problems on HOST beyond their grammar, each naming host, variable and fix, never a value.
+
+    VARIABLES: name to value of the names of READ that are set for HOST (an Unreadable where the value cannot be
+    read). RAW: HOST's variables as written (templates unrendered), or a function
+    returning them (called only when a vault value's own variable is unset), to see a vault value used under another
+    name; None when unknown. REQUIRE_API_KEY: the playbook serves (deploy, rollout), so a key must be set unless
+    vllm_serve_allow_no_api_key is true."""
+    problems = []
+    for vault_name, variable in VAULT_NAMES.items():
+        value = variables.get(vault_name)
+        if value is None or value == "" or variable in variables:
+            continue
+        if callable(raw):
+            raw = raw()
+        if raw is not None and any(_mentions(used, vault_name) for name, used in raw.items() if name != vault_name):
+            continue
+        problems.append(f"host {host}: {vault_name} is set (in the vault) but {variable} is not, so nothing uses it; "
+                        f"add the line {variable}: \"{{{{ {vault_name} }}}}\" to group_vars/all/main.yml")
+    if require_api_key and not _true(variables.get(ALLOW_NO_API_KEY)):
+        variable = next((v for v in API_KEY_VARIABLES if v in variables), None)
+        value = variables.get(variable) if variable else None
+        if variable is None:
+            said = f"neither {API_KEY_VARIABLES[1]} nor {API_KEY_VARIABLES[0]} is set"
+        elif isinstance(value, Unreadable):
+            said = (f"{variable} cannot be read ({value.undefined} is undefined: is group_vars/all/vault.yml there, "
+                    "made from vault.yml.example?)" if value.undefined else
+                    f"{variable} cannot be read (a vault value without the vault's password, or a template that fails)")
+        elif value is None or value == "":
+            said = f"{variable} is empty"
+        else:
+            said = ""
+        if said:
+            problems.append(f"host {host}: no API key to serve with: {said}; {_API_KEY_FIX}")
     return problems
 
 

@@ -41,6 +41,19 @@ description:
     roles' other C(*_dir) variables) plain absolute paths with a component named C(dgxspark...), so never C(/),
     C(/etc) or C(/root); the weights' directories (C(dgxspark_models_dir)) plain absolute paths outside the system's.
     An unset value is left to the role's default. A host outside the fleet (a gateway) has its own values checked.
+  - Keys and tokens are refused when they are obvious placeholders - the example vault's C(change-me), C(changeme),
+    C(replace-me), C(your-api-key), C(secret), C(password), C(example), C(token), C(apikey), C(xxxxxxxx), C(hf_xxxx),
+    anything in C(<...>), one character repeated, a run such as C(12345678), compared case-insensitively without
+    separators (the whole list is in C(module_utils/_inputs.py), beside C(PLACEHOLDER_WORDS)) - with how to make a
+    real one (C(openssl rand -hex 32) for a key, a read token of Hugging Face for C(dgxspark_hf_token)).
+  - A vault value of one of the checked variables, C(vault_<variable>) (the example's C(vault_dgxspark_api_key),
+    C(vault_dgxspark_hf_token)), set while C(<variable>) is not, and used by no other variable, fails naming both and
+    the line to add to C(group_vars/all/main.yml) - a token only in the vault reaches no download. A vault value is
+    never shown; one that cannot be decrypted counts as set.
+  - With O(require_api_key) (the preflight's first task, so every playbook that serves), a member of the cluster
+    without an API key - C(vllm_serve_api_key), else C(dgxspark_api_key), unset, empty or whose template names an
+    undefined variable - fails naming the variable and how to make, store and map a key, unless
+    C(vllm_serve_allow_no_api_key) is true.
   - The fabric a node reports (O(fabric), from M(dgxspark.vllm.rdma_facts)) is checked the same way - IP addresses,
     interface names, and environment variables without newlines or quotes - before any member reads it.
 extends_documentation_fragment:
@@ -94,6 +107,13 @@ options:
     description: Refuse clusters with fewer nodes, naming them.
     type: int
     default: 1
+  require_api_key:
+    description:
+      - The play serves a model, so every member of this host's cluster must have an API key (see the description); the
+        preflight role sets it (C(preflight_require_api_key)). The plays that serve nothing (status, teardown,
+        collect_logs) leave it false and need no key.
+    type: bool
+    default: false
   fabric:
     description:
       - This node's fabric as M(dgxspark.vllm.rdma_facts) found it (its registered result), published in

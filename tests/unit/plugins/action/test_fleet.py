@@ -20,9 +20,9 @@ HOSTVARS = {"s1": {"dgxspark_node_role": "head", "ansible_host": "10.0.0.11"},
             "gw1": {"ansible_host": "10.0.0.5"}}
 
 
-def run_on(host, hostvars=None, groups=None):
+def run_on(host, hostvars=None, groups=None, args=None):
     task = Task()
-    task.args = {}
+    task.args = dict(args or {})
     connection = MagicMock()
     connection._shell.tmpdir = None
     action = plugin.ActionModule(task, connection, MagicMock(check_mode=False), loader=None, templar=None,
@@ -152,3 +152,86 @@ def test_a_monitoring_host_without_an_ip_fails_naming_the_variable():
     result = run_on("s1", hostvars=hostvars, groups=groups)
     assert result["failed"] and "monitoring host mon1: its LAN address 'mon1.example.internal' is not an IP" in result["msg"]
     assert "set dgxspark_monitoring_address (or ansible_host)" in result["msg"]
+
+
+# The first real run (issue 33, notes/first-run.md part B): an operator's mistakes with secrets stop the first task of
+# the playbook on every member of the cluster, before anything reaches a node, and no message shows a secret.
+EXAMPLE_VAULT = {"dgxspark_api_key": "change-me", "vault_dgxspark_api_key": "change-me"}
+
+
+def test_an_operator_who_keeps_the_example_vaults_change_me_is_stopped_on_every_member():
+    """fails at 13f6075: the example vault's change-me passed and went live as the key of every engine."""
+    hostvars = {h: dict(v, **EXAMPLE_VAULT) if h in ("s1", "s2") else v for h, v in HOSTVARS.items()}
+    for host in ("s1", "s2"):
+        result = run_on(host, hostvars=hostvars)
+        assert result.get("failed") and "ansible_facts" not in result, result
+        for member in ("s1", "s2"):
+            assert (f"host {member}: dgxspark_api_key is a placeholder, not a key (the value is not shown)"
+                    in result["msg"])
+        assert "openssl rand -hex 32" in result["msg"] and "change-me" not in result["msg"]
+
+
+def test_an_operator_who_fills_the_hf_token_in_the_vault_only_is_told_the_line_to_add():
+    """fails at 13f6075: vault_dgxspark_hf_token filled and never mapped; the gated download failed with a 401."""
+    hostvars = dict(HOSTVARS, s2=dict(HOSTVARS["s2"], vault_dgxspark_hf_token="hf_AbCdEf0123456789"))
+    result = run_on("s1", hostvars=hostvars)
+    assert result.get("failed") and "ansible_facts" not in result, result
+    assert ('host s2: vault_dgxspark_hf_token is set (in the vault) but dgxspark_hf_token is not, so nothing uses it; '
+            'add the line dgxspark_hf_token: "{{ vault_dgxspark_hf_token }}" to group_vars/all/main.yml') in result["msg"]
+    assert "hf_AbCdEf0123456789" not in str(result)
+
+
+def test_an_operator_who_forgets_the_api_key_is_stopped_at_the_first_task_of_a_serving_playbook():
+    """fails at 13f6075: with no key the deploy ran the download, the build and the sync, and vllm_serve refused
+    only then; the preflight's first task (require_api_key) now names every member without one."""
+    result = run_on("s1", args={"require_api_key": True})
+    assert result.get("failed") and "ansible_facts" not in result, result
+    for member in ("s1", "s2"):
+        assert (f"host {member}: no API key to serve with: neither dgxspark_api_key nor vllm_serve_api_key is set"
+                in result["msg"])
+    assert "vllm_serve_allow_no_api_key: true" in result["msg"]
+
+
+def test_an_undefined_vault_variable_behind_the_key_is_named_when_serving():
+    """fails at 13f6075: dgxspark_api_key: "{{ vault_dgxspark_api_key }}" with no vault.yml was skipped silently."""
+    class Lazy(dict):
+        def __getitem__(self, key):
+            if key == "dgxspark_api_key":
+                raise RuntimeError("'vault_dgxspark_api_key' is undefined. 'vault_dgxspark_api_key' is undefined")
+            return super().__getitem__(key)
+
+    hostvars = {h: Lazy(v, dgxspark_api_key="{{ vault_dgxspark_api_key }}") if h in ("s1", "s2") else v
+                for h, v in HOSTVARS.items()}
+    result = run_on("s2", hostvars=hostvars, args={"require_api_key": True})
+    assert result.get("failed"), result
+    assert ("host s1: no API key to serve with: dgxspark_api_key cannot be read (vault_dgxspark_api_key is "
+            "undefined") in result["msg"]
+
+
+def test_status_teardown_and_a_serving_play_with_a_key_or_an_explicit_no_key_pass():
+    assert not run_on("s1").get("failed")  # status, teardown: no key needed
+    keyed = {h: dict(v, dgxspark_api_key="0f1e2d3c4b5a69788796a5b4c3d2e1f0") for h, v in HOSTVARS.items()}
+    assert not run_on("s1", hostvars=keyed, args={"require_api_key": True}).get("failed")
+    open_api = {h: dict(v, vllm_serve_allow_no_api_key=True) for h, v in HOSTVARS.items()}
+    assert not run_on("s2", hostvars=open_api, args={"require_api_key": True}).get("failed")
+
+
+class Templated(dict):
+    """hostvars as Ansible hands them to an action: hostvars[host] templated, hostvars.raw_get(host) as written."""
+
+    def __init__(self, raw, templated):
+        super().__init__(templated)
+        self.raw = raw
+
+    def raw_get(self, host):
+        return self.raw[host]
+
+
+def test_an_hf_token_mapped_straight_into_the_roles_variable_is_used_and_passes():
+    token = {"vault_dgxspark_hf_token": "hf_AbCdEf0123456789"}
+    raw = dict(HOSTVARS, s1=dict(HOSTVARS["s1"], model_sync_hf_token="{{ vault_dgxspark_hf_token }}", **token))
+    templated = dict(HOSTVARS, s1=dict(HOSTVARS["s1"], model_sync_hf_token="hf_AbCdEf0123456789", **token))
+    assert not run_on("s1", hostvars=Templated(raw, templated)).get("failed")
+    # the same value under a name nothing reads is still named
+    raw["s1"] = dict(raw["s1"], model_sync_hf_token="{{ vault_other }}")
+    assert "vault_dgxspark_hf_token is set" in run_on("s1", hostvars=Templated(raw, templated))["msg"]

@@ -12,7 +12,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _inputs as i
 
 @pytest.mark.parametrize(("kind", "value"), [
     (i.IP, "192.168.100.11"), (i.IP, "fd00::11"),
-    (i.SECRET_KIND, "lab-api-key-not-a-secret"), (i.SECRET_KIND, "hf_AbCdEf0123456789"), (i.SECRET_KIND, 12345678),
+    (i.SECRET_KIND, "lab-api-key-not-a-secret"), (i.SECRET_KIND, "hf_AbCdEf0123456789"), (i.SECRET_KIND, 31415926),
     (i.SECRET_KIND, "Az09._~+/=:@-"),
     (i.NAME_KIND, "pair1"), (i.NAME_KIND, "spark-1.example.com"), (i.NAME_KIND, "spark_pairs"),
     (i.IMAGE, "hellohal2064/vllm-qwen3.5-gb10:latest"), (i.IMAGE, "lab/vllm-qwen35:0.17"), (i.IMAGE, "python:3"),
@@ -124,3 +124,122 @@ def test_a_good_fabric_passes():
     assert i.check_fabric("s1", {"ip": "192.168.100.11", "lan_ip": "10.0.0.11", "interface": "enp1s0f1np1",
                                  "lan_interface": "enP7s7", "env": {"NCCL_IB_HCA": "=rocep1s0f1:1",
                                                                     "VLLM_HOST_IP": "192.168.100.11"}}) == []
+
+
+# The first real run (issue 33, notes/first-run.md part B): what an operator leaves in the inventory by mistake.
+
+PLACEHOLDERS = ["change-me", "CHANGE_ME", "changeme", "Change.Me", "replace-me", "your-api-key", "YOUR_API_KEY",
+                "your-key-here", "yourtoken", "secret", "Secret123", "password", "passw0rd", "example",
+                "example-api-key", "xxxxxxxx", "XXXXXXXXXXXXXXXX", "00000000", "aaaaaaaaaa", "<your-api-key>",
+                "<key>", "token", "apikey", "api-key", "api_key", "my-secret-key", "insert-token-here",
+                "hf_xxxxxxxxxxxxxxxxxxxx", "hf_token", "sk-xxxxxxxxxxxx", "placeholder", "dummy-key", "12345678",
+                "1234567890", "abcdefgh", "todo-change-me", "fixme", "the-api-key"]
+
+
+@pytest.mark.parametrize("value", PLACEHOLDERS)
+@pytest.mark.parametrize("variable", ["dgxspark_api_key", "vllm_serve_api_key", "gateway_engine_api_key"])
+def test_an_operator_who_leaves_a_placeholder_api_key_is_refused_without_seeing_it(variable, value):
+    """fails at 13f6075: the example vault's change-me (9 characters) and the other obvious placeholders passed the
+    8 to 512 grammar and went live as the key."""
+    problem = i.check_value("spark-a1", variable, value)
+    assert problem is not None, value
+    assert problem.startswith(f"host spark-a1: {variable} is a placeholder, not a key (the value is not shown); ")
+    assert "`openssl rand -hex 32`" in problem and "group_vars/all/vault.yml" in problem
+    # the same sentence whatever the value: it cannot show it
+    assert problem == i.check_value("spark-a1", variable, "xxxxxxxx") and "change-me" not in problem
+
+
+@pytest.mark.parametrize("value", ["change-me", "hf_xxxxxxxxxxxxxxxxxxxx", "your-hf-token", "<hf-token>", "token",
+                                   "YOUR_HUGGINGFACE_TOKEN", "hf_token_here"])
+@pytest.mark.parametrize("variable", ["dgxspark_hf_token", "model_sync_hf_token"])
+def test_an_operator_who_leaves_a_placeholder_hf_token_is_told_where_tokens_come_from(variable, value):
+    """fails at 13f6075: a placeholder Hugging Face token passed, and the download got a 401 hours into the run."""
+    problem = i.check_value("spark-a1", variable, value)
+    assert problem is not None, value
+    assert problem.startswith(f"host spark-a1: {variable} is a placeholder, not a token (the value is not shown); ")
+    assert "https://huggingface.co/settings/tokens" in problem and "group_vars/all/vault.yml" in problem
+    assert problem == i.check_value("spark-a1", variable, "hf_xxxxxxxx") and "change-me" not in problem
+
+
+@pytest.mark.parametrize("value", ["lab-api-key-not-a-secret", "second-client-key-123", "hf_labSENTINELtoken7c1d0e",
+                                   "hf_AbCdEf0123456789", "0f1e2d3c4b5a69788796a5b4c3d2e1f0" * 2, "fine-key",
+                                   "K7q/9Zp+Xw==", "wrong-key-xyz", "31415926"])
+def test_keys_an_operator_really_made_pass(value):
+    """A real key (openssl rand -hex 32, an hf_ token, the lab's key) is no placeholder: the check refuses only the
+    obvious ones."""
+    assert i.placeholder(value) is False
+    assert i.check_value("spark-a1", "dgxspark_api_key", value) is None
+    assert i.check_value("spark-a1", "dgxspark_hf_token", value) is None
+
+
+def test_an_operator_who_fills_the_vaults_hf_token_but_never_maps_it_is_told_the_line_to_add():
+    """fails at 13f6075: vault_dgxspark_hf_token was filled in the vault, nothing mapped it to dgxspark_hf_token,
+    and a gated model's download got a 401 after the run had started."""
+    problems = i.check_secrets("spark-a1", {"vault_dgxspark_hf_token": "hf_AbCdEf0123456789",
+                                            "dgxspark_api_key": "fine-key-1234"})
+    assert problems == [
+        "host spark-a1: vault_dgxspark_hf_token is set (in the vault) but dgxspark_hf_token is not, so nothing uses "
+        "it; add the line dgxspark_hf_token: \"{{ vault_dgxspark_hf_token }}\" to group_vars/all/main.yml"]
+    assert "hf_AbCdEf0123456789" not in problems[0]
+
+
+def test_any_vault_value_of_a_collection_variable_left_unmapped_is_named():
+    """fails at 13f6075: the same for every variable the collection reads (here the API key itself)."""
+    problems = i.check_secrets("spark-a1", {"vault_dgxspark_api_key": "0f1e2d3c4b5a6978"})
+    assert len(problems) == 1 and problems[0].startswith("host spark-a1: vault_dgxspark_api_key is set (in the vault) "
+                                                        "but dgxspark_api_key is not")
+    assert 'dgxspark_api_key: "{{ vault_dgxspark_api_key }}"' in problems[0] and "0f1e2d3c4b5a6978" not in problems[0]
+
+
+def test_a_vault_value_that_is_mapped_empty_or_used_under_another_name_is_fine():
+    assert i.check_secrets("s1", {"vault_dgxspark_hf_token": "hf_AbCdEf0123456789",
+                                  "dgxspark_hf_token": "hf_AbCdEf0123456789"}) == []
+    assert i.check_secrets("s1", {"vault_dgxspark_hf_token": ""}) == []
+    assert i.check_secrets("s1", {"vault_dgxspark_hf_token": None}) == []
+    # mapped straight into the role's own variable: the raw (untemplated) values show who uses it
+    assert i.check_secrets("s1", {"vault_dgxspark_hf_token": "hf_AbCdEf0123456789"},
+                           raw={"model_sync_hf_token": "{{ vault_dgxspark_hf_token }}"}) == []
+    assert i.check_secrets("s1", {"vault_dgxspark_hf_token": "hf_AbCdEf0123456789"},
+                           raw={"model_sync_hf_token": "{{ vault_dgxspark_hf_token_old }}"}) != []
+    # vault_ names the collection does not read are the operator's own business
+    assert i.check_secrets("s1", {"vault_my_own_password": "x"}) == []
+
+
+def test_a_vault_value_that_cannot_be_read_counts_as_set_and_is_never_shown():
+    """An inline !vault value read without its password: it is there, so an unmapped one is still named."""
+    problems = i.check_secrets("s1", {"vault_dgxspark_hf_token": i.Unreadable()})
+    assert len(problems) == 1 and "dgxspark_hf_token: \"{{ vault_dgxspark_hf_token }}\"" in problems[0]
+
+
+@pytest.mark.parametrize(("values", "named"), [
+    ({}, "neither dgxspark_api_key nor vllm_serve_api_key is set"),
+    ({"dgxspark_api_key": ""}, "dgxspark_api_key is empty"),
+    ({"dgxspark_api_key": None}, "dgxspark_api_key is empty"),
+    ({"dgxspark_api_key": "fine-key-1234", "vllm_serve_api_key": ""}, "vllm_serve_api_key is empty"),
+    ({"dgxspark_api_key": "unreadable"}, "dgxspark_api_key cannot be read (vault_dgxspark_api_key is undefined"),
+])
+def test_an_operator_who_forgets_the_api_key_is_stopped_before_the_download(values, named):
+    """fails at 13f6075: a missing or empty key was caught only by vllm_serve, after the 119 GB download, the build
+    and the sync."""
+    # "unreadable": the template's variable is undefined (no vault.yml, or a typo in its name)
+    values = {k: i.Unreadable("vault_dgxspark_api_key") if v == "unreadable" else v for k, v in values.items()}
+    problems = i.check_secrets("spark-a1", values, require_api_key=True)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("host spark-a1: no API key to serve with: " + named), problems[0]
+    assert "`openssl rand -hex 32`" in problems[0] and "vllm_serve_allow_no_api_key: true" in problems[0]
+    assert 'dgxspark_api_key: "{{ vault_dgxspark_api_key }}"' in problems[0]
+
+
+def test_a_key_or_an_explicit_no_key_serves_and_playbooks_that_do_not_serve_need_none():
+    assert i.check_secrets("s1", {"dgxspark_api_key": "fine-key-1234"}, require_api_key=True) == []
+    assert i.check_secrets("s1", {"vllm_serve_api_key": "fine-key-1234"}, require_api_key=True) == []
+    assert i.check_secrets("s1", {"vllm_serve_allow_no_api_key": True}, require_api_key=True) == []
+    assert i.check_secrets("s1", {"vllm_serve_allow_no_api_key": "true"}, require_api_key=True) == []
+    assert i.check_secrets("s1", {"vllm_serve_allow_no_api_key": "false"}, require_api_key=True) != []
+    # status, teardown, collect_logs: no key needed
+    assert i.check_secrets("s1", {}) == []
+    assert i.check_secrets("s1", {"dgxspark_api_key": i.Unreadable("vault_dgxspark_api_key")}) == []
+
+
+def test_a_value_that_cannot_be_read_is_left_to_the_role_by_the_grammar_checks():
+    assert i.check_host("s1", {"dgxspark_api_key": i.Unreadable("vault_dgxspark_api_key")}) == []
