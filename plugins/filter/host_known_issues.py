@@ -7,6 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: host_known_issues
 short_description: Check a node's kernel, NVIDIA driver and DGX OS against the known-bad host platforms
+version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers
 description:

@@ -152,6 +152,7 @@ host:
   type: dict
   sample: {kernel: 6.17.0-1032-nvidia, driver: 580.95.05, dgx_os: 7.2.3,
            os: {id: ubuntu, version_id: "24.04", pretty_name: Ubuntu 24.04.3 LTS}}
+  version_added: 0.2.0
 docker_sdk:
   description:
     - Whether the Python that runs the collection's modules on this node imports the Docker SDK for Python
