@@ -15,7 +15,7 @@ description:
     M(dgxspark.vllm.vllm_image_info) result of the candidate image, and returns one record per gate with its verdict
     and, when it failed, the reason.
   - Gate (a) C(pip_check) passes when C(pip check) exits 0, or exits 1 and every conflict line it printed is either
-    one the image the build starts from already printed (O(baseline), its own C(pip check): the gate judges what the
+    one the image the build starts from already printed (O(baseline), its own C(pip check); the gate judges what the
     build added) or listed in O(accept_conflicts) (compared after trimming spaces). Any other exit, or exit 1 without
     a conflict line, means C(pip check) could not run.
   - Gate (b) C(inspection) reads the last C(DGXSPARK_INSPECT <json>) line the inspection script printed and passes

@@ -186,8 +186,8 @@ def test_an_operator_who_fills_the_vaults_hf_token_but_never_maps_it_is_told_the
 def test_any_vault_value_of_a_collection_variable_left_unmapped_is_named():
     """fails at 13f6075: the same for every variable the collection reads (here the API key itself)."""
     problems = i.check_secrets("spark-a1", {"vault_dgxspark_api_key": "0f1e2d3c4b5a6978"})
-    assert len(problems) == 1 and problems[0].startswith("host spark-a1: vault_dgxspark_api_key is set (in the vault) "
-                                                        "but dgxspark_api_key is not")
+    assert len(problems) == 1
+    assert problems[0].startswith("host spark-a1: vault_dgxspark_api_key is set (in the vault) but dgxspark_api_key is not")
     assert 'dgxspark_api_key: "{{ vault_dgxspark_api_key }}"' in problems[0] and "0f1e2d3c4b5a6978" not in problems[0]
 
 

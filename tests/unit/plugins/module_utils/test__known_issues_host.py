@@ -133,8 +133,8 @@ def test_version_conditions(fact, value, expected):
 
 def test_the_reason_names_the_driver_and_dgx_os_where_they_were_read():
     result = check_host(facts(driver="580.95.05", dgx_os="7.4.0", kernel="6.8.0-1-generic"), issues=TABLE, host="h")
-    assert [m["because"] for m in result["matches"]] == ["NVIDIA driver 580.95.05 (nvidia-smi)",
-                                                          "DGX OS 7.4.0 (/etc/dgx-release), 2 nodes serving together"]
+    assert [m["because"] for m in result["matches"]] == [
+        "NVIDIA driver 580.95.05 (nvidia-smi)", "DGX OS 7.4.0 (/etc/dgx-release), 2 nodes serving together"]
     assert result["errors"] == ["h: driver range (https://example.invalid/driver): this node has NVIDIA driver "
                                 "580.95.05 (nvidia-smi). Fix: change the driver (or list driver-range in "
                                 "preflight_known_issues_ignore to go on anyway)"]

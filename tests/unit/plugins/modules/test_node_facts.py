@@ -176,7 +176,8 @@ def test_the_host_platform_comes_in_the_same_call(bindir, tmp_path, capsys, monk
                            'DGX_OTA_DATE="Wed Nov 19 05:05:30 PM CET 2025"\nDGX_OTA_VERSION="7.4.0"\n')
     monkeypatch.setattr(mod, "OS_RELEASE", str(os_release))
     monkeypatch.setattr(mod, "DGX_RELEASE", str(dgx_release))
-    monkeypatch.setattr(mod.os, "uname", lambda: type("uname", (), {"release": "7.0.0-1019-nvidia"})())
+    uname = type("uname", (), {"release": "7.0.0-1019-nvidia"})
+    monkeypatch.setattr(mod.os, "uname", uname)
     result = run(capsys, {"docker_root": str(tmp_path)})
     assert result["host"] == {"kernel": "7.0.0-1019-nvidia", "driver": "580.95.05", "dgx_os": "7.4.0",
                               "os": {"id": "ubuntu", "version_id": "24.04", "pretty_name": "Ubuntu 24.04.3 LTS"}}
@@ -184,8 +185,8 @@ def test_the_host_platform_comes_in_the_same_call(bindir, tmp_path, capsys, monk
     assert run(capsys, {"docker_root": str(tmp_path)})["host"]["dgx_os"] == "7.2.3"
 
 
-def test_a_node_without_dgx_release_or_working_nvidia_smi_reports_empty_host_facts(bindir, tmp_path, capsys,
-                                                                                    monkeypatch):
+def test_a_node_without_dgx_release_or_working_nvidia_smi_reports_empty_host_facts(
+        bindir, tmp_path, capsys, monkeypatch):
     tool(bindir, "docker", '[ "$1" = ps ] || echo "28.3.3"')
     tool(bindir, "nvidia-smi", 'echo "No devices were found"; exit 6')
     monkeypatch.setattr(mod, "OS_RELEASE", str(tmp_path / "none"))
