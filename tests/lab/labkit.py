@@ -275,6 +275,9 @@ def tested_with(component, where, version, **detail):
         print(f"tested-with: {component} at {where} not recorded: {err!r}")
 
 
+tested_with.__test__ = False  # a helper the test modules import: pytest would collect it by its name
+
+
 _ENGINES_SEEN = set()  # the node containers whose engine this process recorded already
 _ENGINE_PROBE = ('. /etc/os-release && echo "$PRETTY_NAME" && '
                  "docker info --format '{{.ServerVersion}}|{{.Driver}}|{{json .DriverStatus}}'")
