@@ -41,6 +41,10 @@ Commands:
   cable N --port P    move node N's fabric link to CX7 port P (0 or 1) and rewrite the inventory
   load IMAGE...       copy images from this machine's engine into every node
   inventory           (re)write inventories/lab/hosts.yml from the running nodes
+  registry start|push IMAGE...|ref [--digest] IMAGE|stop
+                      the lab's registry on the LAN (Debian's docker-registry, TLS with the lab's CA, which every
+                      node's dockerd trusts); push tags IMAGE as <address>/IMAGE; the inventory names what was pushed
+                      (`up --registry`: start it and push the source images)
   models [--nodes N]  put the stand-in model weights on every node (or on the first N only)
   evict-cache [NODE..] evict every node's weights from the page cache (as a freshly booted node has them)
   fill-cache [NODE..] read every node's weights into the page cache, as an rsync of a checkpoint leaves it
@@ -58,6 +62,7 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -366,6 +371,9 @@ ENGINE_IMAGES = {
     # laid out as the official prom/prometheus and prom/node-exporter images.
     "prometheus-2.42": ("lab/prometheus:2.42", "prometheus-2.42", ()),
     "node-exporter-1.5": ("lab/node-exporter:1.5", "node-exporter-1.5", ()),
+    # The lab's registry (`registry start`, `up --registry`): Debian 12's docker-registry package. Built when the
+    # registry starts, not by every `up`.
+    "registry-2.8": ("lab/registry:2.8", "registry-2.8", ()),
 }
 # Images built from a wheelhouse (name -> its hashed lock, made by tools/locks.py): the lock's wheels are
 # `pip download`ed once on this machine into the file cache, each checked against the lock's hashes, and the image's
@@ -481,6 +489,14 @@ CLUSTER_SIZE = STATE / f"cluster-size-{PREFIX}"
 
 
 NODE_STORES = STATE / f"node-stores-{PREFIX}"
+# The nodes' profile (up --fresh): "lab" grants what the lab's own tests need (Ansible as root, the Docker SDK, the
+# images preloaded, the weights on every node); "fresh" is a DGX OS node as its installer leaves it, run by a person:
+# an admin user (ADMIN_USER) whose sudo asks for a password (BECOME_PASSWORD), no root SSH, no Python Docker SDK (its
+# package waits in the node's mirror, /srv/lab-apt), no image at all, the weights on each cluster's head only.
+PROFILE = STATE / f"profile-{PREFIX}"
+PROFILES = ("lab", "fresh")
+ADMIN_USER = "nvidia"
+BECOME_PASSWORD = STATE / "ssh" / f"become-password-{PREFIX}"
 # A node's engine: graphdriver (Debian 12's Docker 20.10, overlay2), docker26 (Debian 13's Docker 26, overlay2) or
 # containerd (Debian 13's Docker 26 with the containerd image store).
 ENGINES = ("graphdriver", "docker26", "containerd")
@@ -493,6 +509,47 @@ def node_engine(i: int) -> str:
     except (OSError, ValueError):
         return "graphdriver"
     return stores.get(str(i), "graphdriver")
+
+
+def profile_name() -> str:
+    """The nodes' profile, as the last `up` set it (lab unless --fresh)."""
+    try:
+        value = PROFILE.read_text().strip()
+    except FileNotFoundError:
+        return "lab"
+    return value if value in PROFILES else "lab"
+
+
+def become_password() -> str:
+    """The admin user's sudo password on fresh nodes: made once per lab prefix, kept 0600 beside the lab's SSH key
+    (the operator's -K answer; tests feed it with --become-password-file BECOME_PASSWORD)."""
+    if not BECOME_PASSWORD.exists():
+        BECOME_PASSWORD.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(BECOME_PASSWORD.parent, 0o700)
+        fd = os.open(BECOME_PASSWORD, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(18) + "\n")
+    return BECOME_PASSWORD.read_text().strip()
+
+
+# What DGX OS's installer leaves, made on a node started anew: the admin user in group sudo (sudo asks for its
+# password), root without authorized keys, no python3-docker, apt's only source the node's local mirror.
+FRESH_NODE_SH = f"""set -eu
+id -u {ADMIN_USER} >/dev/null 2>&1 || useradd -m -s /bin/bash -G sudo {ADMIN_USER}
+rm -f /root/.ssh/authorized_keys
+if dpkg -s python3-docker >/dev/null 2>&1; then dpkg --purge python3-docker >/dev/null; fi
+if python3 -c 'import docker' 2>/dev/null; then echo "the Docker SDK still imports" >&2; exit 1; fi
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*; do [ -f "$f" ] && mv "$f" "$f.lab-off"; done
+echo 'deb [trusted=yes] file:/srv/lab-apt ./' >/etc/apt/sources.list.d/lab-mirror.list
+rm -rf /var/lib/apt/lists/*
+"""
+
+
+def make_fresh(name: str) -> None:
+    """NAME as a fresh DGX OS install: see FRESH_NODE_SH. The password goes through chpasswd's stdin, never an argv."""
+    dexec(name, "sh", "-c", FRESH_NODE_SH)
+    dexec(name, "chpasswd", input_bytes=f"{ADMIN_USER}:{become_password()}\n".encode())
+    log(f"{name}: fresh profile (user {ADMIN_USER} with a sudo password, no root SSH, no Docker SDK)")
 
 
 def cluster_size() -> int:
@@ -669,10 +726,13 @@ def gateway_running() -> bool:
                 f"label={LABEL}.prefix={PREFIX}"]) != ""
 
 
-def start_gateway() -> None:
-    """The gateway box: the node image (Docker engine, sshd, python3 with the docker SDK) on the LAN only."""
-    if out(["docker", "container", "inspect", "--format", "{{.State.Running}}", GATEWAY_NODE], check=False) == "true":
-        return
+def start_gateway() -> bool:
+    """The gateway box: the node image (Docker engine, sshd, python3 with the docker SDK) on the LAN only, in the
+    nodes' profile. True when it was made anew."""
+    if out(["docker", "container", "inspect", "--format",
+            f'{{{{.State.Running}}}} {{{{index .Config.Labels "{LABEL}.profile"}}}}', GATEWAY_NODE],
+           check=False) == f"true {profile_name()}":
+        return False
     run(["docker", "rm", "-f", GATEWAY_NODE], check=False, quiet=True)
     volume = f"{GATEWAY_NODE}-docker"
     run(["docker", "volume", "rm", "-f", volume], check=False, quiet=True)
@@ -684,21 +744,255 @@ def start_gateway() -> None:
          "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
          "-v", f"{volume}:/var/lib/docker", "--tmpfs", "/run",
          "--network", MGMT_NET, "--ip", gateway_ip(),
-         "--label", f"{LABEL}=gateway", "--label", f"{LABEL}.prefix={PREFIX}", NODE_IMAGE], quiet=True)
+         "--label", f"{LABEL}=gateway", "--label", f"{LABEL}.prefix={PREFIX}",
+         "--label", f"{LABEL}.profile={profile_name()}", NODE_IMAGE], quiet=True)
     dexec(GATEWAY_NODE, "ip", "route", "replace", "default", "via", subnet_ip(MGMT_SUBNET, 1))
     log(f"gateway {GATEWAY_NODE}: LAN {gateway_ip()}, no fabric")
+    return True
 
 
-def start_node(i: int) -> None:
+# --------------------------------------------------------------------------- the registry
+# A real registry on the LAN, as a site keeps its images: Debian 12's docker-registry package (lab/images/registry-2.8)
+# in a container of its own at .8 of the mgmt subnet, port 5000, serving TLS with a certificate of the lab's own CA.
+# Every lab node's dockerd trusts that CA (/etc/docker/certs.d/<address>/ca.crt), and so does this machine's engine,
+# which pushes the lab's source images. Nodes start without those images: the collection pulls them.
+#
+# The API (functions, and the `registry` command):
+#   start_registry()        -> address ("192.168.240.8:5000"): the CA, the certificate, the container, trusted by
+#                              every running node and the gateway box; idempotent
+#   trust_registry(nodes)   the CA into NODES' /etc/docker/certs.d (start_registry and `up` do it for their nodes)
+#   push_images(images)     -> {image: "address/image@sha256:..."}: tag, push, record (builds a lab image first)
+#   registry_ref(image)     "address/image", the tag the nodes pull; registry_pushed() what was pushed, by image
+#   stop_registry()         the container, its storage and this machine's trust removed (`down` does it too)
+#   lab.py registry start | push IMAGE... | ref [--digest] IMAGE | stop ; `up --registry` = start + push
+#   REGISTRY_SOURCES. write_inventory sets the variable of each pushed image (REGISTRY_VARIABLES) to its reference.
+REGISTRY_NODE = f"{PREFIX}-registry"
+REGISTRY_HOST = 8  # .8 of the mgmt subnet (the gateway is .9, the nodes .11 and up)
+REGISTRY_PORT = 5000
+REGISTRY_BUILD = "registry-2.8"
+REGISTRY_IMAGE = "lab/registry:2.8"
+REGISTRY_DIR = STATE / f"registry-{PREFIX}"  # ca.crt, ca.key, server.crt, server.key, pushed.json
+# What `up --registry` pushes: the lab's source images (those a deploy starts from).
+REGISTRY_SOURCES = ("lab/vllm-qwen35:0.17",)
+# The inventory variable each pushed image's registry reference goes to (write_inventory).
+REGISTRY_VARIABLES = {
+    "lab/vllm-qwen35:0.17": "dgxspark_image",
+    "lab/haproxy:2.6": "gateway_image",
+    "lab/prometheus:2.42": "monitoring_prometheus_image",
+    "lab/node-exporter:1.5": "monitoring_node_exporter_image",
+}
+HOST_CERTS = Path("/etc/docker/certs.d")
+
+
+def registry_address() -> str:
+    """host:port of the lab's registry on the LAN (what its image references start with)."""
+    return f"{subnet_ip(MGMT_SUBNET, REGISTRY_HOST)}:{REGISTRY_PORT}"
+
+
+def registry_ref(image: str) -> str:
+    """IMAGE (a lab image name such as lab/vllm-qwen35:0.17) as the nodes pull it from the lab's registry."""
+    return f"{registry_address()}/{image}"
+
+
+def registry_running() -> bool:
+    return out(["docker", "container", "inspect", "--format", "{{.State.Running}}", REGISTRY_NODE],
+               check=False) == "true"
+
+
+def registry_pushed() -> dict[str, str]:
+    """{image: "address/image@sha256:..."} of what push_images pushed into the running registry."""
+    try:
+        return json.loads((REGISTRY_DIR / "pushed.json").read_text()) if registry_running() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _registry_certs() -> None:
+    """The lab's CA (made once per prefix) and the registry's certificate for its address (made again when the address
+    changed), with openssl."""
+    REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+    os.chmod(REGISTRY_DIR, 0o700)
+    ca_key, ca_crt = REGISTRY_DIR / "ca.key", REGISTRY_DIR / "ca.crt"
+    key, crt = REGISTRY_DIR / "server.key", REGISTRY_DIR / "server.crt"
+    if not ca_crt.exists() or not ca_key.exists():
+        run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "3650",
+             "-subj", f"/CN=dgxspark lab CA ({PREFIX})", "-keyout", str(ca_key), "-out", str(ca_crt),
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+            quiet=True)
+        crt.unlink(missing_ok=True)
+    address = registry_address().split(":", maxsplit=1)[0]
+    if crt.exists() and f"IP Address:{address}" in out(["openssl", "x509", "-noout", "-ext", "subjectAltName",
+                                                        "-in", str(crt)], check=False):
+        return
+    csr, ext = REGISTRY_DIR / "server.csr", REGISTRY_DIR / "server.ext"
+    ext.write_text(f"subjectAltName=IP:{address}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n")
+    run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-subj", f"/CN={address}",
+         "-keyout", str(key), "-out", str(csr)], quiet=True)
+    run(["openssl", "x509", "-req", "-sha256", "-days", "3650", "-in", str(csr), "-CA", str(ca_crt), "-CAkey",
+         str(ca_key), "-CAcreateserial", "-extfile", str(ext), "-out", str(crt)], quiet=True)
+    os.chmod(key, 0o644)  # read by the registry's process in its container (bind-mounted read-only)
+    csr.unlink(missing_ok=True)
+
+
+def trust_registry(nodes: list[str]) -> None:
+    """NODES' dockerd trust the lab's CA for the registry's address (dockerd reads it at each pull: no restart)."""
+    if not nodes or not (REGISTRY_DIR / "ca.crt").exists():
+        return
+    ca = (REGISTRY_DIR / "ca.crt").read_bytes()
+    for name in nodes:
+        dexec(name, "sh", "-c", f"mkdir -p /etc/docker/certs.d/{registry_address()} && "
+                                f"cat > /etc/docker/certs.d/{registry_address()}/ca.crt", input_bytes=ca)
+
+
+def _trust_here(present: bool) -> None:
+    """This machine's engine (which pushes) trusts the lab's CA for the registry's address, and only for it."""
+    target = HOST_CERTS / registry_address()
+    if present:
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REGISTRY_DIR / "ca.crt", target / "ca.crt")
+    else:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def _registry_answers(timeout: float = 30.0) -> None:
+    """Wait for the registry's API (GET /v2/ over TLS, checked against the lab's CA, no proxy)."""
+    import ssl  # pylint: disable=import-outside-toplevel
+    import urllib.request  # pylint: disable=import-outside-toplevel
+    context = ssl.create_default_context(cafile=str(REGISTRY_DIR / "ca.crt"))
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
+    deadline, error = time.time() + timeout, None
+    while time.time() < deadline:
+        try:
+            with opener.open(f"https://{registry_address()}/v2/", timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        except OSError as exc:
+            error = exc
+        time.sleep(0.5)
+    logs = out(["docker", "logs", "--tail", "20", REGISTRY_NODE], check=False)
+    die(f"the registry at https://{registry_address()}/v2/ did not answer within {timeout:.0f}s: {error}\n{logs}")
+
+
+def start_registry() -> str:
+    """The lab's registry, running and trusted by this machine and every running node (and the gateway box); its
+    address."""
+    if not docker_ok():
+        die("no Docker engine answers; run lab/docker-engine.sh first")
+    ensure_network(MGMT_NET, MGMT_SUBNET)
+    _registry_certs()
+    if not registry_running():
+        build_images([REGISTRY_BUILD])
+        run(["docker", "rm", "-f", REGISTRY_NODE], check=False, quiet=True)
+        volume = f"{REGISTRY_NODE}-data"
+        run(["docker", "volume", "rm", "-f", volume], check=False, quiet=True)
+        run(["docker", "volume", "create", "--label", f"{LABEL}=volume", "--label", f"{LABEL}.prefix={PREFIX}",
+             volume], quiet=True)
+        (REGISTRY_DIR / "pushed.json").unlink(missing_ok=True)  # a new registry holds nothing
+        run(["docker", "run", "-d", "--name", REGISTRY_NODE, "--hostname", REGISTRY_NODE, "--init",
+             "--network", MGMT_NET, "--ip", registry_address().split(":", maxsplit=1)[0],
+             "-v", f"{volume}:/var/lib/docker-registry", "-v", f"{REGISTRY_DIR}:/certs:ro",
+             "--env", f"REGISTRY_HTTP_ADDR=0.0.0.0:{REGISTRY_PORT}",
+             "--env", "REGISTRY_HTTP_TLS_CERTIFICATE=/certs/server.crt",
+             "--env", "REGISTRY_HTTP_TLS_KEY=/certs/server.key",
+             "--label", f"{LABEL}=registry", "--label", f"{LABEL}.prefix={PREFIX}", REGISTRY_IMAGE], quiet=True)
+    _registry_answers()
+    _trust_here(True)
+    trust_registry(running_nodes() + ([GATEWAY_NODE] if gateway_running() else []))
+    log(f"registry {REGISTRY_NODE}: https://{registry_address()} (TLS, the lab's CA {REGISTRY_DIR / 'ca.crt'})")
+    return registry_address()
+
+
+def push_images(images: list[str]) -> dict[str, str]:
+    """Push IMAGES (names in this machine's engine; a lab image not built yet is built) into the running registry as
+    registry_ref(image); {image: "address/repository@sha256:..."}, also recorded for registry_pushed()."""
+    if not registry_running():
+        die("the lab's registry is not running: `lab.py registry start` (or `up --registry`) first")
+    lab_names = {spec[0]: name for name, spec in ENGINE_IMAGES.items()}
+    unbuilt = [lab_names[i] for i in images if i in lab_names
+               and not out(["docker", "image", "inspect", "--format", "{{.Id}}", i], check=False)]
+    if unbuilt:
+        build_images(unbuilt)
+    pushed = registry_pushed()
+    for image in images:
+        if not out(["docker", "image", "inspect", "--format", "{{.Id}}", image], check=False):
+            die(f"image {image} is not in this machine's engine (the lab builds {', '.join(lab_names)})")
+        ref = registry_ref(image)
+        t0 = time.time()
+        run(["docker", "tag", image, ref], quiet=True)
+        try:
+            run(["docker", "push", "-q", ref], quiet=True)
+            digests = json.loads(out(["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", ref]) or "[]")
+        finally:
+            run(["docker", "image", "rm", ref], check=False, quiet=True)  # the tag only: the image stays as IMAGE
+        repository = ref.rsplit(":", 1)[0]
+        digest = next((d for d in digests if d.startswith(repository + "@")), None)
+        if not digest:
+            die(f"pushed {ref}, but this machine's engine recorded no digest of {repository} ({digests})")
+        pushed[image] = digest
+        log(f"pushed {image} as {ref} ({digest.split('@')[1]}) in {time.time() - t0:.1f}s")
+    (REGISTRY_DIR / "pushed.json").write_text(json.dumps(pushed, indent=1, sort_keys=True) + "\n")
+    return {image: pushed[image] for image in images}
+
+
+def stop_registry() -> None:
+    """The registry's container and storage removed, and this machine's trust in it (the CA stays in REGISTRY_DIR)."""
+    if out(["docker", "ps", "-a", "-q", "--filter", f"name=^{REGISTRY_NODE}$"], check=False):
+        run(["docker", "rm", "-f", "-v", REGISTRY_NODE], check=False, quiet=True)
+        log(f"removed {REGISTRY_NODE}")
+    run(["docker", "volume", "rm", "-f", f"{REGISTRY_NODE}-data"], check=False, quiet=True)
+    (REGISTRY_DIR / "pushed.json").unlink(missing_ok=True)
+    _trust_here(False)
+
+
+def registry_inventory_vars(indent: str) -> list[str]:
+    """The inventory lines of a group's vars (INDENT in) that name each pushed image by its registry reference; none
+    when the registry is not running. A group's vars, not all's: inventories/lab/group_vars/all.yml names the local
+    images, and a child group's vars win over it."""
+    pushed = registry_pushed()
+    if not any(image in REGISTRY_VARIABLES for image in pushed):
+        return []
+    return ([f"{indent[:-2]}vars:", f"{indent}# The lab's registry (lab.py registry): the nodes pull these."]
+            + [f"{indent}{REGISTRY_VARIABLES[image]}: {registry_ref(image)}"
+               for image in sorted(pushed) if image in REGISTRY_VARIABLES])
+
+
+def cmd_registry(args: argparse.Namespace) -> None:
+    if args.action == "start":
+        print(start_registry())
+    elif args.action == "push":
+        if not args.images:
+            die("registry push: name the images (e.g. lab/vllm-qwen35:0.17)")
+        for image, digest in push_images(args.images).items():
+            print(f"{image} {digest}")
+    elif args.action == "ref":
+        if len(args.images) != 1:
+            die("registry ref: name one image")
+        if args.digest:
+            pushed = registry_pushed().get(args.images[0])
+            if not pushed:
+                die(f"{args.images[0]} was not pushed into the running registry (`lab.py registry push` it)")
+            print(pushed)
+        else:
+            print(registry_ref(args.images[0]))
+        return
+    elif args.action == "stop":
+        stop_registry()
+    if running_nodes():
+        write_inventory(running_nodes())
+
+
+def start_node(i: int) -> bool:
+    """Start node I (anew when its profile differs); True when it was made anew."""
     name = node_name(i)
     store = node_engine(i)
     mgmt_ip, _, _ = node_addrs(i)
     if run(["docker", "container", "inspect", name], check=False, quiet=True).returncode == 0:
         state = out(["docker", "container", "inspect", "--format", "{{.State.Running}}", name])
         profile = out(["docker", "container", "inspect", "--format",
-                       f'{{{{index .Config.Labels "{LABEL}.rdma"}}}} {{{{index .Config.Labels "{LABEL}.store"}}}}', name])
-        if state == "true" and profile == f"{'1' if RDMA else '0'} {store}":
-            return
+                       f'{{{{index .Config.Labels "{LABEL}.rdma"}}}} {{{{index .Config.Labels "{LABEL}.store"}}}} '
+                       f'{{{{index .Config.Labels "{LABEL}.profile"}}}}', name])
+        if state == "true" and profile == f"{'1' if RDMA else '0'} {store} {profile_name()}":
+            return False
         run(["docker", "rm", "-f", name], quiet=True)
     volume = f"{name}-docker"
     # A node made anew gets a fresh engine: a volume left by an earlier lab would bring its containers back
@@ -718,6 +1012,7 @@ def start_node(i: int) -> None:
          # The node's dockerd may hand the verbs devices (char 231) and rdma_cm (misc, char 10) on to containers.
          "--device-cgroup-rule", "c 231:* rmw", "--device-cgroup-rule", "c 10:* rmw",
          "--label", f"{LABEL}.rdma={'1' if RDMA else '0'}", "--label", f"{LABEL}.store={store}",
+         "--label", f"{LABEL}.profile={profile_name()}",
          "--env", f"LAB_DOCKER_STORE={'containerd' if store == 'containerd' else 'graphdriver'}",
          "--label", f"{LABEL}=node", "--label", f"{LABEL}.prefix={PREFIX}", "--label", f"{LABEL}.index={i}",
          NODE_IMAGE if store == "graphdriver" else NODE_IMAGE_TRIXIE], quiet=True)
@@ -729,6 +1024,7 @@ def start_node(i: int) -> None:
     dexec(name, "ip", "route", "replace", "default", "via", gateway, "dev", mgmt_if)
     log(f"node {name}: mgmt {mgmt_ip}, " + ("fabric " + ", ".join(f"{n} {ip}" for n, ip in node_twins(i))
                                              if cluster_size() > 1 else "no fabric (a single Spark)"))
+    return True
 
 
 def name_links(name: str, twins: list[tuple[str, str]]) -> None:
@@ -779,19 +1075,24 @@ def cmd_cable(args: argparse.Namespace) -> None:
 
 
 def wait_node(name: str, key: Path, timeout: float = 60.0) -> None:
+    """Wait for NAME's engine and sshd, authorizing the controller's key for the user Ansible connects as (root in
+    the lab profile, ADMIN_USER in the fresh one)."""
     deadline = time.time() + timeout
     pub = key.with_suffix(".pub").read_bytes()
+    user = ADMIN_USER if profile_name() == "fresh" else "root"
+    ssh_dir = "/root/.ssh" if user == "root" else f"/home/{user}/.ssh"
     authorized = False
     while time.time() < deadline:
         if not authorized:
-            proc = dexec(name, "sh", "-c", "umask 077; mkdir -p /root/.ssh; cat > /root/.ssh/authorized_keys.lab",
+            proc = dexec(name, "sh", "-c", f"umask 077; mkdir -p {ssh_dir}; cat > {ssh_dir}/authorized_keys.lab",
                          check=False, input_bytes=pub)
             if proc.returncode == 0:
                 # Merge instead of overwrite: the collection may have authorized keys of its own.
-                dexec(name, "sh", "-c", "touch /root/.ssh/authorized_keys; "
-                      "grep -qxFf /root/.ssh/authorized_keys.lab /root/.ssh/authorized_keys || "
-                      "cat /root/.ssh/authorized_keys.lab >> /root/.ssh/authorized_keys; "
-                      "chmod 600 /root/.ssh/authorized_keys; rm -f /root/.ssh/authorized_keys.lab")
+                dexec(name, "sh", "-c", f"touch {ssh_dir}/authorized_keys; "
+                      f"grep -qxFf {ssh_dir}/authorized_keys.lab {ssh_dir}/authorized_keys || "
+                      f"cat {ssh_dir}/authorized_keys.lab >> {ssh_dir}/authorized_keys; "
+                      f"chmod 600 {ssh_dir}/authorized_keys; rm -f {ssh_dir}/authorized_keys.lab; "
+                      f"chown -R {user}: {ssh_dir}")
                 authorized = True
         engine = dexec(name, "docker", "info", "--format", "{{.ServerVersion}}", check=False)
         sshd = dexec(name, "sh", "-c", "test -s /etc/ssh/ssh_host_ed25519_key.pub && pgrep -x sshd", check=False)
@@ -834,7 +1135,11 @@ def write_inventory(nodes: list[str]) -> None:
         "#     dgxspark_fabric_interface: enp1s0f0np0",
         "all:",
         "  vars:",
-        "    ansible_user: root",
+        *(["    ansible_user: root"] if profile_name() != "fresh" else
+          [f"    # The fresh profile (lab.py up --fresh): the admin user, whose sudo asks for this lab's password.",
+           f"    ansible_user: {ADMIN_USER}",
+           "    ansible_become: true",
+           f"    ansible_become_password: \"{{{{ lookup('ansible.builtin.file', '{BECOME_PASSWORD}') }}}}\""]),
         f"    ansible_ssh_private_key_file: {key}",
         f"    ansible_ssh_common_args: \"{ssh_args}\"",
         "    ansible_python_interpreter: /usr/bin/python3",
@@ -844,6 +1149,7 @@ def write_inventory(nodes: list[str]) -> None:
         f"    dgxspark_fabric_interface: {FABRIC_IFNAMES[0]}",
         "  children:",
         "    spark_pairs:",
+        *registry_inventory_vars(" " * 8),
         "      children:",
     ]
     for number, members in sorted(clusters.items()):
@@ -867,7 +1173,7 @@ def write_inventory(nodes: list[str]) -> None:
                 out_lines.append(f"              dgxspark_fabric_interface: {ifname}  # cabled on another CX7 port")
     if gateway:
         # The gateway box (up --gateway): on the LAN only, not a cluster member.
-        out_lines += ["    dgxspark_gateway:", "      hosts:", f"        {GATEWAY_NODE}:",
+        out_lines += ["    dgxspark_gateway:", *registry_inventory_vars(" " * 8), "      hosts:", f"        {GATEWAY_NODE}:",
                       f"          ansible_host: {gateway_ip()}"]
     INVENTORY.parent.mkdir(parents=True, exist_ok=True)
     INVENTORY.write_text("\n".join(out_lines) + "\n")
@@ -962,7 +1268,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     build_images(["base", "tiny", "node"] + (["node-containerd"] if args.containerd_store or args.docker26 else [])
                  + ([] if args.no_engine_images else
                     [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()
-                     and n not in WHEELHOUSE_IMAGES]))
+                     and n not in WHEELHOUSE_IMAGES and n != REGISTRY_BUILD]))
     ensure_network(MGMT_NET, MGMT_SUBNET)
     existing = running_nodes()
     extra = [n for n in existing if int(n.rsplit("-", 1)[1]) > args.nodes]
@@ -976,6 +1282,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     TOPOLOGY.write_text(args.fabric_topology + "\n")
     CLUSTER_SIZE.write_text(f"{args.cluster_size}\n")
+    PROFILE.write_text(("fresh" if args.fresh else "lab") + "\n")
     NODE_STORES.write_text("".join(f"{n} containerd\n" for n in sorted(set(args.containerd_store)))
                            + "".join(f"{n} docker26\n" for n in sorted(set(args.docker26))))
     pairs = sorted({pair_of(i) for i in range(1, args.nodes + 1)}) if args.cluster_size > 1 else []
@@ -986,14 +1293,20 @@ def cmd_up(args: argparse.Namespace) -> None:
         fence_fabric(pair)
     key = ssh_key()
     names = [node_name(i) for i in range(1, args.nodes + 1)]
+    made = []
     for i in range(1, args.nodes + 1):
         if node_name(i) in existing and node_name(i) not in extra:
             wire_fabric(i)  # a running node keeps its engine; its fabric follows the topology
-        start_node(i)
+        if start_node(i):
+            made.append(node_name(i))
     if args.gateway:
-        start_gateway()
+        if start_gateway():
+            made.append(GATEWAY_NODE)
     elif gateway_running():
         remove_node(GATEWAY_NODE)
+    if args.fresh:
+        for name in made:
+            make_fresh(name)
     for name in names + ([GATEWAY_NODE] if args.gateway else []):
         wait_node(name, key)
     if RDMA and args.cluster_size > 1:
@@ -1002,15 +1315,28 @@ def cmd_up(args: argparse.Namespace) -> None:
             dexec(name, "/usr/local/sbin/lab-rdma", "setup")
     for i in range(1, args.nodes + 1):
         write_boot(i)
+    if args.registry:
+        start_registry()
+        push_images(list(REGISTRY_SOURCES))
+    elif registry_running():
+        trust_registry(names + ([GATEWAY_NODE] if args.gateway else []))  # nodes made anew trust it too
     write_inventory(names)
-    preload = [TINY_IMAGE] + [spec for spec in args.load]
-    load_images(preload, names)
-    if args.gateway:
-        # The gateway's router, and each head's door: the same image.
-        build_images(["haproxy-2.6"])
-        load_images([GATEWAY_IMAGE], names + [GATEWAY_NODE])
-    if (LAB / "engine" / "make_models.py").exists():
-        seed_models(names)
+    if args.fresh:
+        # A fresh node has no image: the deploy pulls what it needs from the lab's registry. The weights are on each
+        # cluster's head (where the download would put them: the lab has no model hub), model_sync brings them on.
+        if args.load:
+            die("--fresh nodes start without images: push them to the lab registry instead of --load")
+        if (LAB / "engine" / "make_models.py").exists():
+            seed_models([n for n in names if (int(n.rsplit("-", 1)[1]) - 1) % args.cluster_size == 0])
+    else:
+        preload = [TINY_IMAGE] + [spec for spec in args.load]
+        load_images(preload, names)
+        if args.gateway:
+            # The gateway's router, and each head's door: the same image.
+            build_images(["haproxy-2.6"])
+            load_images([GATEWAY_IMAGE], names + [GATEWAY_NODE])
+        if (LAB / "engine" / "make_models.py").exists():
+            seed_models(names)
     log(f"lab is up: {', '.join(names)}" + (f", gateway {GATEWAY_NODE} ({gateway_ip()})" if args.gateway else ""))
 
 
@@ -1028,6 +1354,7 @@ def cmd_down(args: argparse.Namespace) -> None:
         remove_node(name)
     if gateway_running():
         remove_node(GATEWAY_NODE)
+    stop_registry()
     for kind in ("volume", "network"):
         ids = out(["docker", kind, "ls", "-q", "--filter", f"label={LABEL}.prefix={PREFIX}"]).split()
         for ident in ids:
@@ -1048,6 +1375,7 @@ def cmd_down(args: argparse.Namespace) -> None:
     TOPOLOGY.unlink(missing_ok=True)
     CLUSTER_SIZE.unlink(missing_ok=True)
     NODE_STORES.unlink(missing_ok=True)
+    PROFILE.unlink(missing_ok=True)
     for subnet in all_fabric_subnets():
         run(["ip", "route", "del", "unreachable", subnet], check=False, quiet=True)
     log("lab is down")
@@ -1105,8 +1433,18 @@ def main(argv: list[str]) -> None:
     p.add_argument("--docker26", type=int, action="append", default=[], metavar="N",
                    help="node N's engine is Docker 26 (Debian 13) with overlay2, whose `docker save` writes the OCI "
                         "layout of Docker 25 and later (repeatable)")
+    p.add_argument("--fresh", action="store_true",
+                   default=os.environ.get("DGXSPARK_LAB_PROFILE", "lab") == "fresh",
+                   help=f"nodes as a fresh DGX OS install leaves them: Ansible connects as {ADMIN_USER}, whose sudo asks "
+                        "for a password (written to lab/.state/ssh/become-password-<prefix>), no root SSH, no Python "
+                        "Docker SDK, no image, the weights on each cluster's head only (DGXSPARK_LAB_PROFILE=fresh). "
+                        "Nodes of the other profile are made anew")
     p.add_argument("--fabric-mtu", type=int, default=FABRIC_MTU, metavar="MTU",
                    help="MTU of the fabric links (default 1500 as NVIDIA's netplan leaves them, or DGXSPARK_LAB_FABRIC_MTU)")
+    p.add_argument("--registry", action="store_true",
+                   help=f"also start the lab's registry {REGISTRY_NODE} on the LAN (TLS, trusted by every node) and push "
+                        f"{', '.join(REGISTRY_SOURCES)} into it; the inventory names them there (`registry` for more). "
+                        "Without it a running registry is left as it is")
     p = sub.add_parser("down", help="remove the lab")
     p.add_argument("--keep-images", action="store_true",
                    help="keep the lab's image tags (tests and molecule use this between runs)")
@@ -1117,6 +1455,11 @@ def main(argv: list[str]) -> None:
     p = sub.add_parser("load", help="load images from this machine's engine into every node")
     p.add_argument("images", nargs="+")
     sub.add_parser("inventory", help="rewrite inventories/lab/hosts.yml")
+    p = sub.add_parser("registry", help="the lab's registry on the LAN: start, push IMAGE..., ref [--digest] IMAGE, stop")
+    p.add_argument("action", choices=("start", "push", "ref", "stop"))
+    p.add_argument("images", nargs="*", metavar="IMAGE", help="push: images of this machine's engine (lab images are "
+                   "built first); ref: the image whose registry reference to print")
+    p.add_argument("--digest", action="store_true", help="ref: print the pushed digest (name@sha256:...)")
     p = sub.add_parser("models", help="put the stand-in model weights on every node (or the first --nodes N)")
     p.add_argument("--nodes", type=int, default=0, metavar="N",
                    help="seed only the first N nodes (e.g. 1: the head of pair 1, for model_sync); 0: every node")
@@ -1143,6 +1486,8 @@ def main(argv: list[str]) -> None:
         cmd_cable(args)
     elif args.cmd == "load":
         load_images(args.images, running_nodes())
+    elif args.cmd == "registry":
+        cmd_registry(args)
     elif args.cmd == "inventory":
         write_inventory(running_nodes())
     elif args.cmd == "models":
