@@ -7,8 +7,14 @@
   ``text_config`` with the hybrid layer layout, MoE and MTP sizes, a
   ``vision_config``, an FP8 ``quantization_config``), tokenizer files,
   generation config, and small safetensors shards with an index.
+* ``Qwen3.5-35B-A3B-FP8`` -- stand-in for ``Qwen/Qwen3.5-35B-A3B-FP8``, the
+  same architecture at about 35 GB: a Qwen3.5 that fits one Spark.
 * ``Qwen3-30B-A3B`` -- a Qwen3 MoE (``Qwen3MoeForCausalLM``), which the legacy
   0.14 engine supports.
+
+The shards are a few KB, but each safetensors index states, in ``metadata.total_size``, the bytes of the checkpoint
+it stands for (:data:`DECLARED_BYTES`): the lab engine charges that against a node's memory, and the collection
+reads it before any download, as both do with a real checkpoint's index.
 
 Every directory gets ``lab_manifest.json`` with the sha256 of each file; the
 engine checks weight shards against it while loading. Shards are real
@@ -17,7 +23,7 @@ read safetensors headers work on them. Same arguments -> same bytes.
 
 Usage::
 
-    make_models.py --out DIR [--model qwen35|qwen3moe|all] [--shard-kb 512] [--hf-cache]
+    make_models.py --out DIR [--model qwen35|qwen35a3b|qwen3moe|all] [--shard-kb 512] [--hf-cache]
 
 ``--hf-cache`` lays the models out as a Hugging Face hub cache
 (``DIR/models--Qwen--<name>/snapshots/<commit>/``, ``refs/main``), so
@@ -36,11 +42,22 @@ from pathlib import Path
 
 QWEN_EOS = 248044
 QWEN35_NAME = "Qwen3.5-122B-A10B-FP8"
+QWEN35_A3B_NAME = "Qwen3.5-35B-A3B-FP8"
 QWEN3MOE_NAME = "Qwen3-30B-A3B"
+# The checkpoints the stand-ins stand for (their index's metadata.total_size): Qwen3.5-122B-A10B-FP8 is about 119 GB,
+# Qwen3.5-35B-A3B-FP8 about 35 GB, Qwen3-30B-A3B in BF16 about 61 GB.
+DECLARED_BYTES = {"qwen35": 119 * 10**9, "qwen35a3b": 35 * 10**9, "qwen3moe": 61 * 10**9}
 
 
-def _qwen35_config() -> dict:
-    layers = 48
+def _qwen35_a3b_config() -> dict:
+    config = _qwen35_config(layers=40)
+    config["text_config"].update({"hidden_size": 2048, "num_attention_heads": 16, "moe_intermediate_size": 512,
+                                  "shared_expert_intermediate_size": 512})
+    config["vision_config"]["out_hidden_size"] = 2048
+    return config
+
+
+def _qwen35_config(layers: int = 48) -> dict:
     interval = 4
     return {
         "architectures": ["Qwen3_5MoeForConditionalGeneration"],
@@ -194,7 +211,7 @@ def _safetensors(tensors: list[tuple[str, str, list[int], bytes]]) -> bytes:
     return struct.pack("<Q", len(raw)) + raw + b"".join(t[3] for t in tensors)
 
 
-def _weights(name: str, prefix: str, shards: int, shard_bytes: int, fp8: bool) -> dict[str, bytes]:
+def _weights(name: str, prefix: str, shards: int, shard_bytes: int, fp8: bool, declared: int) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     weight_map: dict[str, str] = {}
     per_tensor = 4
@@ -222,14 +239,15 @@ def _weights(name: str, prefix: str, shards: int, shard_bytes: int, fp8: bool) -
             total += len(data)
         files[fname] = _safetensors(tensors)
     files["model.safetensors.index.json"] = json.dumps(
-        {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, indent=2).encode()
+        {"metadata": {"total_size": declared or total}, "weight_map": dict(sorted(weight_map.items()))}, indent=2).encode()
     return files
 
 
 def model_files(model: str, shard_kb: int) -> tuple[str, dict[str, bytes]]:
-    if model == "qwen35":
-        name = QWEN35_NAME
-        files = {"config.json": json.dumps(_qwen35_config(), indent=2).encode(),
+    if model in ("qwen35", "qwen35a3b"):
+        name = QWEN35_NAME if model == "qwen35" else QWEN35_A3B_NAME
+        config = _qwen35_config() if model == "qwen35" else _qwen35_a3b_config()
+        files = {"config.json": json.dumps(config, indent=2).encode(),
                  "generation_config.json": json.dumps({"bos_token_id": 248044, "do_sample": True,
                                                        "eos_token_id": [248046, 248044], "pad_token_id": 248044,
                                                        "temperature": 0.6, "top_k": 20, "top_p": 0.95},
@@ -237,7 +255,8 @@ def model_files(model: str, shard_kb: int) -> tuple[str, dict[str, bytes]]:
                  "preprocessor_config.json": json.dumps({"image_processor_type": "Qwen2VLImageProcessorFast",
                                                          "patch_size": 16, "merge_size": 2}).encode()}
         files.update(_tokenizer_files("<|im_end|>", ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>"]))
-        files.update(_weights(name, "model.language_model", 4, shard_kb * 1024, fp8=True))
+        files.update(_weights(name, "model.language_model", 4, shard_kb * 1024, fp8=True,
+                              declared=DECLARED_BYTES[model]))
     elif model == "qwen3moe":
         name = QWEN3MOE_NAME
         files = {"config.json": json.dumps(_qwen3moe_config(), indent=2).encode(),
@@ -246,7 +265,7 @@ def model_files(model: str, shard_kb: int) -> tuple[str, dict[str, bytes]]:
                                                        "temperature": 0.6, "top_k": 20, "top_p": 0.95},
                                                       indent=2).encode()}
         files.update(_tokenizer_files("<|im_end|>", []))
-        files.update(_weights(name, "model", 2, shard_kb * 1024, fp8=False))
+        files.update(_weights(name, "model", 2, shard_kb * 1024, fp8=False, declared=DECLARED_BYTES[model]))
     else:
         raise SystemExit(f"unknown model {model!r}")
     manifest = {"model": f"Qwen/{name}", "files": {n: hashlib.sha256(d).hexdigest() for n, d in sorted(files.items())}}
@@ -280,7 +299,7 @@ def write_model(out: Path, model: str, shard_kb: int = 512, hf_cache: bool = Fal
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--model", choices=["qwen35", "qwen3moe", "all"], default="all")
+    parser.add_argument("--model", choices=["qwen35", "qwen35a3b", "qwen3moe", "all"], default="all")
     parser.add_argument("--shard-kb", type=int, default=512, help="size of each weight shard (default 512)")
     parser.add_argument("--hf-cache", action="store_true", help="write a Hugging Face hub cache layout")
     args = parser.parse_args(argv)

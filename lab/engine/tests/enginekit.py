@@ -42,7 +42,7 @@ def trees(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("models")
-    return {m: make_models.write_model(root, m, shard_kb=64) for m in ("qwen35", "qwen3moe")}
+    return {m: make_models.write_model(root, m, shard_kb=64) for m in ("qwen35", "qwen35a3b", "qwen3moe")}
 
 
 def free_port() -> int:

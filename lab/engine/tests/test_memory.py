@@ -1,5 +1,6 @@
-"""Unified memory: the stand-in's CUDA memory figures come from the node's model file, and vLLM's start-up guard
-refuses a utilisation the free memory cannot cover, in vLLM's words."""
+"""Unified memory: the stand-in's CUDA memory figures come from the node's model file, vLLM's start-up guard
+refuses a utilisation the free memory cannot cover, and each rank charges its share of the checkpoint (its bytes
+divided by TP x PP) against its budget, failing in vLLM's words when the weights do not fit."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def test_serve_refuses_to_start_when_free_memory_is_short(trees, models, tmp_pat
     gpu = write_meminfo(tmp_path / "gpu", 60.0)
     port = free_port()
     env = flavour_env(trees["0.17"], VLLM_LAB_GPU_DIR=str(gpu))
-    head = Proc(vllm_cmd("serve", str(models["qwen35"]), "--port", str(port), "--gpu-memory-utilization", "0.8"),
+    head = Proc(vllm_cmd("serve", str(models["qwen35a3b"]), "--port", str(port), "--gpu-memory-utilization", "0.8"),
                 env, tmp_path / "short.log")
     procs.append(head)
     head.p.wait(timeout=60)
@@ -67,23 +68,109 @@ def test_serve_refuses_to_start_when_free_memory_is_short(trees, models, tmp_pat
     assert ("ValueError: Free memory on device cuda:0 (60.0/121.7 GiB) on startup is less than desired GPU memory "
             "utilization (0.8, 97.36 GiB).") in out, out[-3000:]
     write_meminfo(gpu, 102.0)
-    again = Proc(vllm_cmd("serve", str(models["qwen35"]), "--port", str(port), "--gpu-memory-utilization", "0.8"),
+    again = Proc(vllm_cmd("serve", str(models["qwen35a3b"]), "--port", str(port), "--gpu-memory-utilization", "0.8"),
                  env, tmp_path / "room.log")
     procs.append(again)
     wait_ready(f"http://127.0.0.1:{port}", again)
 
 
 def test_page_cache_not_dropped_runs_out_of_memory_loading(trees, models, tmp_path, procs):
-    # The guard reads MemAvailable (the kernel counts the page cache there) and passes; the weights and KV cache
-    # then need memory nothing holds: with the page cache full, CUDA runs out of memory while loading.
+    # The guard reads MemAvailable (the kernel counts the page cache there) and passes; the weights then need memory
+    # nothing holds: with the page cache full, CUDA runs out of memory while loading them (35 GB: 32.6 GiB).
     gpu = write_meminfo(tmp_path / "gpu", 102.0, free_gib=20.0)
     port = free_port()
-    head = Proc(vllm_cmd("serve", str(models["qwen35"]), "--port", str(port), "--gpu-memory-utilization", "0.8"),
+    head = Proc(vllm_cmd("serve", str(models["qwen35a3b"]), "--port", str(port), "--gpu-memory-utilization", "0.8"),
                 flavour_env(trees["0.17"], VLLM_LAB_GPU_DIR=str(gpu)), tmp_path / "oom.log")
     procs.append(head)
     head.p.wait(timeout=60)
     out = head.output()
     assert head.p.returncode != 0
-    assert ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 97.36 GiB. GPU 0 has a total capacity "
+    assert ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.6 GiB. GPU 0 has a total capacity "
             "of 121.7 GiB of which 20.0 GiB is free.") in out, out[-3000:]
     assert "on startup is less than desired GPU memory utilization" not in out
+
+
+def test_page_cache_taking_the_kv_caches_room_runs_out_of_memory_after_the_weights(memory, tmp_path, monkeypatch):
+    # 40 GiB free: the 32.6 GiB of weights load, then the rest of the 97.36 GiB budget is not there.
+    monkeypatch.setenv(memory.GPU_DIR_ENV, str(write_meminfo(tmp_path / "gpu", 102.0, free_gib=40.0)))
+    weights, requested = 35 * 10**9, memory.request_memory("cuda:0", 102 << 30, TOTAL_KB * 1024, 0.8)
+    memory.load_weights(0, weights)
+    with pytest.raises(memory.OutOfMemoryError) as err:
+        memory.allocate(0, requested, weights)
+    assert str(err.value) == ("CUDA out of memory. Tried to allocate 64.76 GiB. GPU 0 has a total capacity of "
+                              "121.7 GiB of which 7.4 GiB is free.")
+
+
+def test_checkpoint_bytes_are_the_index_total_size_divided_by_tp_x_pp(memory, models, tmp_path):
+    assert memory.checkpoint_bytes(models["qwen35"]) == 119 * 10**9  # what the stand-in's index says it stands for
+    assert [memory.rank_share(models["qwen35"], n) for n in (1, 2, 4)] == [119 * 10**9, 59_500_000_000, 29_750_000_000]
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "model.safetensors").write_bytes(b"x" * 4096)
+    assert memory.checkpoint_bytes(bare) == 4096  # no index: the shards' own sizes
+
+
+@pytest.mark.parametrize("world_size,kv_gib", [(1, None), (2, 37.95), (4, 65.65)])
+def test_kv_cache_is_the_budget_left_after_the_rank_share_and_the_profile(memory, models, world_size, kv_gib):
+    # 121.7 GiB x 0.8 = 97.36 GiB per rank; Qwen3.5-122B-A10B-FP8 is 110.83 GiB on one rank, 55.41 GiB on two.
+    requested = memory.request_memory("cuda:0", 102 << 30, TOTAL_KB * 1024, 0.8)
+    weights = memory.rank_share(models["qwen35"], world_size)
+    if kv_gib is None:
+        with pytest.raises(ValueError) as err:
+            memory.kv_cache_memory(requested, weights)
+        assert str(err.value) == ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                                  "when initializing the engine.")
+    else:
+        assert memory.format_gib(memory.kv_cache_memory(requested, weights)) == str(kv_gib)
+
+
+def test_64_gb_spark_cannot_hold_half_of_the_122b_checkpoint(memory, models):
+    # A 64 GB Spark: about 60 GiB as CUDA sees it, 48 GiB at 0.8; half of 110.83 GiB plus the profile does not fit.
+    requested = memory.request_memory("cuda:0", 55 << 30, 60 << 30, 0.8)
+    with pytest.raises(ValueError, match="No available memory for the cache blocks"):
+        memory.kv_cache_memory(requested, memory.rank_share(models["qwen35"], 2))
+    assert memory.kv_cache_memory(requested, memory.rank_share(models["qwen35"], 4)) > 0
+
+
+def test_field_122b_fp8_on_one_spark_has_no_memory_for_the_cache_blocks(trees, models, tmp_path, procs):
+    # The example's single Spark sent Qwen3.5-122B-A10B-FP8 at TP=1: the guard passes (102 GiB free), the weights load
+    # (110.83 GiB fit in free memory), and nothing of the 97.36 GiB budget is left for the KV cache.
+    gpu = write_meminfo(tmp_path / "gpu", 115.0)
+    port = free_port()
+    head = Proc(vllm_cmd("serve", str(models["qwen35"]), "--port", str(port), "--gpu-memory-utilization", "0.8"),
+                flavour_env(trees["0.17"], VLLM_LAB_GPU_DIR=str(gpu)), tmp_path / "nokv.log")
+    procs.append(head)
+    head.p.wait(timeout=60)
+    out = head.output()
+    assert head.p.returncode != 0
+    assert "Model loading took 110.8274 GiB memory" in out, out[-3000:]
+    assert ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine.") in out, out[-3000:]
+
+
+def test_field_122b_fp8_weights_larger_than_free_memory_run_out_of_memory_loading(trees, models, tmp_path, procs):
+    # 102 GiB free (the field's best case) is less than the 110.83 GiB of weights one rank loads at TP=1.
+    gpu = write_meminfo(tmp_path / "gpu", 102.0)
+    port = free_port()
+    head = Proc(vllm_cmd("serve", str(models["qwen35"]), "--port", str(port), "--gpu-memory-utilization", "0.8"),
+                flavour_env(trees["0.17"], VLLM_LAB_GPU_DIR=str(gpu)), tmp_path / "oom122.log")
+    procs.append(head)
+    head.p.wait(timeout=60)
+    out = head.output()
+    assert head.p.returncode != 0
+    assert ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 110.83 GiB. GPU 0 has a total capacity "
+            "of 121.7 GiB of which 102.0 GiB is free.") in out, out[-3000:]
+
+
+def test_legacy_engine_charges_the_checkpoint_too(trees, models, tmp_path, procs):
+    # 0.14 with Qwen3-30B-A3B in BF16 (61 GB: 56.81 GiB) at 0.49 (59.63 GiB): the weights load, no KV cache is left.
+    gpu = write_meminfo(tmp_path / "gpu", 102.0)
+    port = free_port()
+    head = Proc(vllm_cmd("serve", str(models["qwen3moe"]), "--port", str(port), "--gpu-memory-utilization", "0.49"),
+                flavour_env(trees["0.14"], VLLM_LAB_GPU_DIR=str(gpu)), tmp_path / "legacy.log")
+    procs.append(head)
+    head.p.wait(timeout=60)
+    out = head.output()
+    assert head.p.returncode != 0
+    assert "Model loading took 56.8107 GiB memory" in out, out[-3000:]
+    assert "ValueError: No available memory for the cache blocks." in out, out[-3000:]

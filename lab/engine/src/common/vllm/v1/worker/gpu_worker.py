@@ -51,24 +51,27 @@ class Worker:
         from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
         from vllm.model_executor.models.registry import ModelRegistry
 
-        start = time.monotonic()
-        if self.requested_memory:
-            from vllm.v1.worker import lab_memory
+        from vllm.v1.worker import lab_memory
 
-            lab_memory.allocate(self.local_rank, self.requested_memory)
+        start = time.monotonic()
+        model_dir = Path(self.spec["model_dir"])
+        weights = lab_memory.rank_share(model_dir, self.world_size)
+        if self.requested_memory:
+            lab_memory.load_weights(self.local_rank, weights)
         model_cls = ModelRegistry.models[self.spec["architecture"]].load_model_cls()
         self.model = model_cls(vllm_config=None, prefix="")
-        model_dir = Path(self.spec["model_dir"])
         shards = len(list(model_dir.glob("*.safetensors")))
         self._progress(0, shards, 0.0)
         loaded = self.model.load_weights(safetensors_weights_iterator(model_dir, self.rank))
         elapsed = time.monotonic() - start
         self._progress(shards, shards, elapsed)
-        size = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
         logger.info("Loading weights took %.2f seconds", elapsed)
-        logger.info("Model loading took %.4f GiB memory and %.6f seconds",
-                    size / self.world_size / 2**30, elapsed)
+        logger.info("Model loading took %.4f GiB memory and %.6f seconds", weights / 2**30, elapsed)
         logger.debug("loaded %d tensors", len(loaded))
+        if self.requested_memory:  # the profile run, then the KV cache out of what the budget has left
+            kv_cache = lab_memory.kv_cache_memory(self.requested_memory, weights)
+            logger.info("Available KV cache memory: %.2f GiB", kv_cache / 2**30)
+            lab_memory.allocate(self.local_rank, self.requested_memory, weights)
 
     def _progress(self, done: int, total: int, elapsed: float) -> None:
         """The shard progress bar as real vLLM's first local rank writes it: no prefix, CR first, even to a file."""

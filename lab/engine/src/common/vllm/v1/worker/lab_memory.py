@@ -9,10 +9,18 @@ shared-memory device (compute capability 12.1) vLLM 0.14.1 and 0.17.1 take the f
 The lab node keeps its unified-memory model in ``/run/dgxspark-lab/gpu/meminfo`` (``/proc/meminfo``'s format),
 which a GPU container sees read-only at the same path. Without that file (a container without the GPU, or
 a node whose model is not running) this stand-in has no memory figures and does not guard.
+
+With the figures, each rank then charges its share of the checkpoint, the checkpoint's bytes divided by the world
+size (TP x PP), as vLLM's loader does: the weights come out of free memory first (CUDA out of memory while loading
+when they do not fit), and what is left of the rank's budget after the weights and the profile run's own memory
+(activations, CUDA graphs, the CUDA context: :data:`PROFILE_BYTES`) is the KV cache. Nothing left is vLLM's
+"No available memory for the cache blocks". The checkpoint's bytes are the ``metadata.total_size`` of its safetensors
+index: the lab's stand-in shards are a few MB, and their index states the size of the checkpoint they stand for.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -57,15 +65,60 @@ class OutOfMemoryError(RuntimeError):
 OutOfMemoryError.__module__ = "torch"
 
 
-def allocate(device_index: int, requested: int) -> None:
-    """The weights and KV cache come out of memory the OS has not handed to anything else: page cache the kernel
-    has not dropped yet is not there for the GPU (NVIDIA's advice on Sparks: drop it before starting vLLM)."""
+# What the profile run adds to the weights on one rank (peak activations, CUDA graphs, the CUDA context and NCCL's
+# buffers): a fixed figure in the lab, of the size vLLM reports for a large MoE on a GB10.
+PROFILE_BYTES = 4 * GiB_bytes
+INDEX_NAME = "model.safetensors.index.json"
+
+
+def checkpoint_bytes(model_dir: Path) -> int:
+    """The checkpoint's bytes: its safetensors index's ``metadata.total_size``, else the shards' sizes."""
+    try:
+        total = json.loads((Path(model_dir) / INDEX_NAME).read_text())["metadata"]["total_size"]
+        if isinstance(total, int) and total > 0:
+            return total
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return sum(p.stat().st_size for p in Path(model_dir).glob("*.safetensors"))
+
+
+def rank_share(model_dir: Path, world_size: int) -> int:
+    """One rank's share of the weights: the checkpoint's bytes divided by TP x PP."""
+    return math.ceil(checkpoint_bytes(model_dir) / max(1, world_size))
+
+
+def out_of_memory(device_index: int, requested: int, free: int, total: int) -> OutOfMemoryError:
+    return OutOfMemoryError(
+        f"CUDA out of memory. Tried to allocate {format_gib(requested)} GiB. GPU {device_index} has a total capacity "
+        f"of {format_gib(total)} GiB of which {format_gib(max(free, 0))} GiB is free.")
+
+
+def load_weights(device_index: int, weights: int) -> None:
+    """The rank's weights come out of memory the OS has not handed to anything else: page cache the kernel has not
+    dropped yet is not there for the GPU (NVIDIA's advice on Sparks: drop it before starting vLLM)."""
+    fields = node_meminfo()
+    if fields is None or fields["MemFree"] >= weights:
+        return
+    raise out_of_memory(device_index, weights, fields["MemFree"], fields["MemTotal"])
+
+
+def kv_cache_memory(requested: int, weights: int, profile: int = PROFILE_BYTES) -> int:
+    """Bytes left for the KV cache once the weights and the profile run are counted against the budget; ValueError in
+    vLLM's words when nothing is left."""
+    available = requested - weights - profile
+    if available <= 0:
+        raise ValueError("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                         "initializing the engine.")
+    return available
+
+
+def allocate(device_index: int, requested: int, weights: int = 0) -> None:
+    """The KV cache (and what the profile run holds) after the rank's WEIGHTS: the whole budget REQUESTED must have
+    been free, else CUDA runs out of memory allocating the rest."""
     fields = node_meminfo()
     if fields is None or fields["MemFree"] >= requested:
         return
-    raise OutOfMemoryError(
-        f"CUDA out of memory. Tried to allocate {format_gib(requested)} GiB. GPU {device_index} has a total capacity "
-        f"of {format_gib(fields['MemTotal'])} GiB of which {format_gib(fields['MemFree'])} GiB is free.")
+    raise out_of_memory(device_index, requested - weights, fields["MemFree"] - weights, fields["MemTotal"])
 
 
 def format_gib(num_bytes: int) -> str:
