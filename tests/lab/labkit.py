@@ -101,7 +101,9 @@ def api_url(i=1):
 # builds are over (beside them its heads missed Ray's registration twice in a row).
 ENGINE_FILES = ("tests/lab/test_lab_deploy.py", "tests/lab/test_lab_serve_faults.py",
                 "tests/lab/test_ray_cluster.py", "tests/lab/test_lab_fleet.py", "tests/lab/test_real_vllm.py",
-                "tests/lab/test_lab_cluster.py")
+                "tests/lab/test_lab_cluster.py",
+                # serves a pair with the controller's SSH sessions cut (sessions_cut)
+                "tests/lab/test_lab_controller_network.py")
 # The other lab files, longest first, so that the short ones fill the end. test_lab_known_issues and
 # test_lab_unified_memory start engines without Ray (the stand-in, mp).
 OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the image test_real_vllm serves
@@ -421,6 +423,50 @@ def cut_midway(module, args, after_bytes, signal="-KILL", during=None):
         node_exec(node(2), "kill", signal, *pids)
         out, _err = job.communicate(timeout=120)
     return parse_adhoc(out), job.returncode, out
+
+
+# The network between the controller and a real Spark (a NAT, a stateful firewall, a VPN) cuts SSH sessions; the lab's
+# controller sits on a local bridge that never does. lab/session_cut.py, run inside a node, cuts them there.
+SESSION_CUT = REPO / "lab" / "session_cut.py"
+SESSION_CUT_BIN = "/usr/local/sbin/dgxspark-lab-session-cut"
+SESSION_CUT_LOG = "/run/dgxspark-lab-cut.log"
+SESSION_CUT_PID = "/run/dgxspark-lab-cut.pid"
+# The ssh options of an operator whose ssh config sends no keepalives (what OpenSSH does by default): the checkout's
+# ansible.cfg without ServerAliveInterval/ServerAliveCountMax.
+SSH_ARGS_NO_KEEPALIVE = "-o ControlMaster=auto -o ControlPersist=60s"
+
+
+def controller_ip():
+    """The controller's address as the nodes see it: the LAN bridge's gateway."""
+    return f"{MGMT_NET}.1"
+
+
+@contextlib.contextmanager
+def sessions_cut(*indexes, idle=None, max_age=None):
+    """Inside the block, nodes INDEXES cut the controller's SSH flows (lab/session_cut.py): each flow that carried
+    nothing for IDLE seconds (a NAT or firewall expiring it), and/or each flow MAX_AGE seconds after it began, traffic
+    or not (a VPN reconnecting). Yields a function returning the cuts logged so far, {index: [line, ...]}."""
+    options = (["--idle", str(idle)] if idle is not None else []) + (
+        ["--max-age", str(max_age)] if max_age is not None else [])
+    assert options, "sessions_cut needs idle, max_age or both"
+    script = SESSION_CUT.read_text(encoding="utf-8")
+    for i in indexes:
+        node_exec(node(i), "sh", "-c", f"cat > {SESSION_CUT_BIN} && chmod 0755 {SESSION_CUT_BIN} && "
+                                       f"rm -f {SESSION_CUT_LOG} {SESSION_CUT_PID}", input_text=script)
+        run(["docker", "exec", "-d", node(i), "python3", SESSION_CUT_BIN, "--peer", controller_ip(), *options,
+             "--log", SESSION_CUT_LOG, "--pidfile", SESSION_CUT_PID])
+    try:
+        for i in indexes:  # started: it wrote its pid file
+            deadline = time.monotonic() + 20
+            while node_exec(node(i), "test", "-s", SESSION_CUT_PID, check=False).returncode != 0:
+                assert time.monotonic() < deadline, f"the session cutter did not start on {node(i)}"
+                time.sleep(0.2)
+        yield lambda: {i: node_exec(node(i), "cat", SESSION_CUT_LOG, check=False).stdout.splitlines()
+                       for i in indexes}
+    finally:
+        for i in indexes:
+            node_exec(node(i), "sh", "-c", f"kill $(cat {SESSION_CUT_PID}) 2>/dev/null; rm -f {SESSION_CUT_PID}",
+                      check=False)
 
 
 @pytest.fixture(scope="session")
