@@ -39,6 +39,9 @@ Commands:
                       (built images stay in a file cache keyed by their inputs, ~/.cache/dgxspark-lab)
   status              show the nodes, their addresses and whether their engines answer
   cable N --port P    move node N's fabric link to CX7 port P (0 or 1) and rewrite the inventory
+  fault N FAULT       a field fault on node N's fabric: twin-no-address (its second twin loses its address, as a
+                      netplan that forgot it), twin-wrong-subnet (the second twin on a subnet its peer is not on), or
+                      clear (the twin's own address back); the RoCE GIDs follow
   load IMAGE...       copy images from this machine's engine into every node
   inventory           (re)write inventories/lab/hosts.yml from the running nodes
   registry start|push IMAGE...|ref [--digest] IMAGE|stop
@@ -1053,6 +1056,41 @@ def write_boot(i: int) -> None:
           input_bytes=("\n".join(lines) + "\n").encode())
 
 
+# Field faults of a node's second CX7 twin (the first one carries the LAN-free bootstrap, Ray and the model sync,
+# so a fault there is loud; the second one only NCCL's IB traffic uses). The wrong subnet is the last but one /28 of
+# the twin's /24, which no pair of the lab uses (MAX_NODES // 2 pairs take the first ones).
+FAULTS = ("twin-no-address", "twin-wrong-subnet", "clear")
+WRONG_SUBNET_BLOCK = PAIR_BLOCK * 13
+
+
+def twin_fault_address(i: int) -> str:
+    """Node I's second twin's address on the wrong subnet (twin-wrong-subnet), with its prefix length."""
+    return f"{subnet_ip(FABRIC2_SUBNET, WRONG_SUBNET_BLOCK + fabric_host(i) % PAIR_BLOCK)}/28"
+
+
+def cmd_fault(args: argparse.Namespace) -> None:
+    """Make (or clear) a fault on node N's second twin; the RoCE GID table follows its addresses."""
+    name = node_name(args.node)
+    if name not in running_nodes():
+        die(f"{name} is not a running lab node")
+    if cluster_size() < 2:
+        die(f"{name} is a single Spark: it has no fabric to break")
+    if args.fault == "twin-wrong-subnet" and topology() != "pair":
+        die("twin-wrong-subnet needs the pair topology (a switched fabric's twins share one /24)")
+    twin, address = node_twins(args.node)[1]
+    prefixlen = fabric_nets(pair_of(args.node))[1][1].split("/")[1]
+    dexec(name, "ip", "-4", "addr", "flush", "dev", twin)
+    if args.fault == "twin-wrong-subnet":
+        dexec(name, "ip", "addr", "add", twin_fault_address(args.node), "dev", twin)
+    elif args.fault == "clear":
+        dexec(name, "ip", "addr", "add", f"{address}/{prefixlen}", "dev", twin)
+    if nodes_have_rdma([name]):
+        dexec(name, "/usr/local/sbin/lab-rdma", "setup")
+    now = dexec(name, "ip", "-o", "-4", "addr", "show", "dev", twin).stdout.decode().split()
+    held = [now[i + 1] for i, word in enumerate(now[:-1]) if word == "inet"]
+    log(f"{name}: {args.fault}: {twin} now has {', '.join(held) or 'no IPv4 address'}")
+
+
 def cmd_cable(args: argparse.Namespace) -> None:
     """Move node N's fabric link onto CX7 port P: its twins take that port's names, the inventory follows."""
     name = node_name(args.node)
@@ -1452,6 +1490,9 @@ def main(argv: list[str]) -> None:
     p = sub.add_parser("cable", help="move node N's fabric link onto CX7 port P (per-host interface names)")
     p.add_argument("node", type=int, metavar="N")
     p.add_argument("--port", type=int, required=True, choices=(0, 1))
+    p = sub.add_parser("fault", help="a field fault on node N's second CX7 twin (or clear it)")
+    p.add_argument("node", type=int, metavar="N")
+    p.add_argument("fault", choices=FAULTS)
     p = sub.add_parser("load", help="load images from this machine's engine into every node")
     p.add_argument("images", nargs="+")
     sub.add_parser("inventory", help="rewrite inventories/lab/hosts.yml")
@@ -1484,6 +1525,8 @@ def main(argv: list[str]) -> None:
         cmd_status(args)
     elif args.cmd == "cable":
         cmd_cable(args)
+    elif args.cmd == "fault":
+        cmd_fault(args)
     elif args.cmd == "load":
         load_images(args.images, running_nodes())
     elif args.cmd == "registry":

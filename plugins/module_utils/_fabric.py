@@ -390,6 +390,52 @@ def nccl_ib_hca(usable: list[dict[str, t.Any]]) -> str:
     return ",".join(names)
 
 
+def fabric_rails(rdma_devices: t.Mapping[str, t.Mapping[str, t.Any]], netdevs: t.Mapping[str, t.Mapping[str, t.Any]],
+                 usable: list[dict[str, t.Any]], fabric_interface: str, fabric_ip: str) -> list[dict[str, t.Any]]:
+    """The rails of this node: what NCCL sends over, in the same order on every node (no capital P first).
+
+    With RoCE, one rail a RoCE port that is ACTIVE on Ethernet: on a Spark the two twins of the cabled CX7 port
+    (``enp1s0f1np1`` and ``enP2p1s0f1np1``), each with its own address and subnet. ``usable`` rails are the ones
+    ``NCCL_IB_HCA`` lists; an ACTIVE twin that cannot be used (no IPv4 address, netdev down) is kept with
+    ``usable: false`` and its ``problem``, so that the cluster's check can name it. Without RoCE, NCCL's sockets use
+    the fabric interface alone: one rail. Each rail: ``interface``, ``hca`` (empty with sockets), ``ip``,
+    ``prefixlen``, ``mtu``, ``usable``, ``problem``.
+    """
+    def prefixlen(name: str, address: str | None) -> int | None:
+        for entry in netdevs.get(name, {}).get("ipv4", []):
+            if entry.get("address") == address:
+                return entry.get("prefixlen")
+        return None
+
+    if not usable:
+        return [{"interface": fabric_interface, "hca": "", "ip": fabric_ip,
+                 "prefixlen": prefixlen(fabric_interface, fabric_ip),
+                 "mtu": netdevs.get(fabric_interface, {}).get("mtu"), "usable": True, "problem": ""}]
+    by_port = {(u["device"], u["port"]): u for u in usable}
+    rails = []
+    for device in sorted(rdma_devices):
+        for port in rdma_devices[device]["ports"]:
+            if port["state"] != "ACTIVE" or port["link_layer"] != "Ethernet":
+                continue
+            netdev = port["netdev"] or ""
+            hca = device if len(rdma_devices[device]["ports"]) == 1 else f"{device}:{port['port']}"
+            entry = by_port.get((device, port["port"]))
+            dev = netdevs.get(netdev) or {}
+            if entry:
+                rails.append({"interface": netdev, "hca": hca, "ip": entry["ipv4"],
+                              "prefixlen": prefixlen(netdev, entry["ipv4"]), "mtu": dev.get("mtu"), "usable": True,
+                              "problem": ""})
+                continue
+            if port["roce_v2_gid_index"] is None:
+                problem = "it has no IPv4 address (so no RoCE v2 GID)"
+            else:
+                problem = "its netdev is not up"
+            rails.append({"interface": netdev, "hca": hca, "ip": "", "prefixlen": None, "mtu": dev.get("mtu"),
+                          "usable": False, "problem": problem})
+    rails.sort(key=lambda r: (not r["usable"], _spark_rank(r["interface"] or r["hca"])))
+    return rails
+
+
 def _describe(name: str, netdev: t.Mapping[str, t.Any]) -> str:
     addrs = ", ".join(f"{a['address']}/{a['prefixlen']}" for a in netdev.get("ipv4", [])) or "no IPv4"
     extra = [netdev["operstate"]]
@@ -597,7 +643,7 @@ def analyse(root: str = "/", ip_json: str = "[]", interface: str | None = None, 
     if not fabric:
         lan_interface, lan_ip = lan_address(netdevs, ssh_connection, hint=lan_hint)
         return {"rdma_devices": {}, "netdevs": netdevs, "fabric_interface": None, "fabric_ip": None,
-                "fabric_mtu": None, "fabric_hcas": [], "transport": "none", "env": dict(extra_env or {}),
+                "fabric_mtu": None, "fabric_hcas": [], "fabric_rails": [], "transport": "none", "env": dict(extra_env or {}),
                 "lan_interface": lan_interface, "lan_ip": lan_ip, "warnings": []}
     addresses = {name: _ipv4_list(dev) for name, dev in netdevs.items()}
     rdma_devices = read_rdma_devices(root, addresses)
@@ -664,6 +710,7 @@ def analyse(root: str = "/", ip_json: str = "[]", interface: str | None = None, 
         "fabric_ip": fabric_ip,
         "fabric_mtu": fabric_mtu,
         "fabric_hcas": hcas.split(",") if hcas else [],
+        "fabric_rails": fabric_rails(rdma_devices, netdevs, usable, fabric_interface, fabric_ip),
         "transport": transport,
         "env": env,
         "lan_interface": lan_interface,

@@ -299,7 +299,7 @@ def plain_hostvars(groups: dict, hostvars, fleet: str) -> dict:
 
 
 FABRIC_KEYS = {"interface": "fabric_interface", "ip": "fabric_ip", "mtu": "fabric_mtu", "transport": "transport",
-               "env": "env", "lan_ip": "lan_ip", "lan_interface": "lan_interface"}
+               "env": "env", "lan_ip": "lan_ip", "lan_interface": "lan_interface", "rails": "fabric_rails"}
 
 
 def node_fabric(facts: dict | None) -> dict:
@@ -310,9 +310,20 @@ def node_fabric(facts: dict | None) -> dict:
         facts = {source: facts.get(key) for key, source in FABRIC_KEYS.items()}
     out = {key: facts.get(source) for key, source in FABRIC_KEYS.items()}
     out["env"] = {str(k): str(v) for k, v in (out["env"] or {}).items()}
+    out["rails"] = [node_rail(rail) for rail in out["rails"] or [] if isinstance(rail, dict)]
     for key in ("interface", "ip", "transport", "lan_ip", "lan_interface"):
         out[key] = str(out[key]) if out[key] not in (None, "") else ""
     return out
+
+
+def node_rail(rail: dict) -> dict:
+    """One rail as the contract publishes it (rdma_facts' fabric_rails): interface, hca, ip, prefixlen, mtu,
+    usable, problem."""
+    def number(value):
+        return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else None
+    return {"interface": str(rail.get("interface") or ""), "hca": str(rail.get("hca") or ""),
+            "ip": str(rail.get("ip") or ""), "prefixlen": number(rail.get("prefixlen")), "mtu": number(rail.get("mtu")),
+            "usable": bool(rail.get("usable")), "problem": str(rail.get("problem") or "")}
 
 
 def with_fabric(node: dict, fabrics: dict) -> tuple[dict, list[str]]:
@@ -320,7 +331,9 @@ def with_fabric(node: dict, fabrics: dict) -> tuple[dict, list[str]]:
 
     FABRICS maps a member to its published fabric (node_fabric) or None when it has not published one yet. Adds
     ``fabric`` (this node's, {} when unknown), ``member_fabric`` (one entry a member, in rank order: host, rank, ip,
-    lan_ip, interface, mtu; empty where unknown), ``head_fabric_ip``, ``head_lan_ip`` and ``fabric_complete``
+    lan_ip, interface, mtu; empty where unknown), ``member_rails`` (one entry a member, in rank order: host and the
+    rails it published, see node_rail; an empty list where unknown), ``head_fabric_ip``, ``head_lan_ip`` and
+    ``fabric_complete``
     (every member published). Returns it with the problems found: two members with one fabric IP.
     """
     errors = []
@@ -341,7 +354,8 @@ def with_fabric(node: dict, fabrics: dict) -> tuple[dict, list[str]]:
             seen[entry["ip"]] = entry["host"]
     head = members[0] if members and node.get("head") == members[0]["host"] else {"ip": "", "lan_ip": ""}
     out = dict(node)
-    out.update(fabric=dict(fabrics.get(node["members"][node["rank"]]) or {}), member_fabric=members,
+    rails = [{"host": host, "rails": list((fabrics.get(host) or {}).get("rails") or [])} for host in node["members"]]
+    out.update(fabric=dict(fabrics.get(node["members"][node["rank"]]) or {}), member_fabric=members, member_rails=rails,
                head_fabric_ip=head["ip"], head_lan_ip=head["lan_ip"],
                fabric_complete=all(fabrics.get(h) for h in node["members"]))
     return out, errors

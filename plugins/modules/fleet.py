@@ -182,8 +182,10 @@ ansible_facts:
       description: This host's C(cluster), C(head), C(members), C(rank), C(is_head), C(size), C(gpus), C(topology)
         and C(fabric_ip) (from the inventory; empty when the preflight is to find it).
         - With O(fabric) (or once published), C(fabric) (this node's C(interface), C(ip), C(mtu), C(transport), C(env)
-          - the NCCL, Ray and vLLM variables - C(lan_ip), C(lan_interface)), C(member_fabric) (one entry a member in
-          rank order - C(host), C(rank), C(ip), C(lan_ip), C(interface) - empty strings where not yet known),
+          - the NCCL, Ray and vLLM variables - C(lan_ip), C(lan_interface), C(rails)), C(member_fabric) (one entry a
+          member in rank order - C(host), C(rank), C(ip), C(lan_ip), C(interface) - empty strings where not yet known),
+          C(member_rails) (one entry a member in rank order - C(host) and its C(rails), the fabric rails it published:
+          C(interface), C(hca), C(ip), C(prefixlen), C(mtu), C(usable), C(problem); an empty list where not yet known),
           C(head_fabric_ip), C(head_lan_ip) and C(fabric_complete).
       type: dict
       sample: {cluster: pair1, head: spark-1, members: [spark-1, spark-2], rank: 1, is_head: false, size: 2, gpus: 2,

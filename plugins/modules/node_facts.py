@@ -34,8 +34,34 @@ options:
     elements: str
     default: []
   ping_interface:
-    description: Interface the pings leave by (C(ping -I)).
+    description: Interface the pings of O(ping_targets) leave by (C(ping -I)).
     type: str
+  ping_rails:
+    description:
+      - Fabric addresses to ping each from its own interface - on a DGX Spark the peer's address on each CX7 twin,
+        pinged from the same twin (C(ping -I)), so that every rail NCCL uses is proven, not only the first. Planned
+        by the P(dgxspark.vllm.fabric_rails#filter) filter.
+      - Pinged in parallel with O(ping_targets), with the same O(mtu) and don't-fragment bit; each result in
+        RV(pings) carries the C(interface).
+    type: list
+    elements: dict
+    default: []
+    version_added: 0.2.0
+    suboptions:
+      target:
+        description: The peer's address on that rail.
+        type: str
+        required: true
+      interface:
+        description: This node's interface on that rail.
+        type: str
+        required: true
+      peer:
+        description: The peer's name, given back in its RV(pings) entry.
+        type: str
+      rail:
+        description: The rail's number, given back in its RV(pings) entry.
+        type: int
   mtu:
     description: The fabric MTU; the pings carry MTU - 28 bytes of payload with fragmentation forbidden.
     type: int
@@ -163,11 +189,15 @@ docker_sdk:
   sample: {present: true, version: 5.0.3, python: /usr/bin/python3, error: ""}
   version_added: 0.2.0
 pings:
-  description: One entry per O(ping_targets) with C(target), C(rc) (0 when every echo was answered) and C(output).
+  description:
+    - One entry per O(ping_targets), then one per O(ping_rails), with C(target), C(interface) (the one it left by,
+      empty when none was named), C(rc) (0 when every echo was answered) and C(output); an entry of O(ping_rails)
+      also has its C(peer) and C(rail) when they were given.
   returned: always
   type: list
   elements: dict
-  sample: [{target: 192.168.100.12, rc: 0, output: "2 packets transmitted, 2 received, 0% packet loss"}]
+  sample: [{target: 192.168.100.12, interface: enp1s0f1np1, rc: 0,
+            output: "2 packets transmitted, 2 received, 0% packet loss"}]
 """
 
 import os
@@ -265,12 +295,20 @@ def free_space(path: str) -> dict:
     return {"path": path, "free_bytes": st.f_bavail * st.f_frsize, "error": ""}
 
 
-def ping_args(target: str, p: dict) -> list[str]:
+def ping_args(target: str, p: dict, interface: str | None = None) -> list[str]:
     args = ["-c", str(p["ping_count"]), "-i", f"{p['ping_interval']:g}", "-W", str(p["ping_timeout"]), "-M", "do",
             "-s", str(p["mtu"] - 28)]
-    if p["ping_interface"]:
-        args += ["-I", p["ping_interface"]]
+    if interface:
+        args += ["-I", interface]
     return [*args, "--", target]
+
+
+def ping_plan(p: dict) -> list[tuple[str, str, dict]]:
+    """(target, interface, what to give back) of every ping: O(ping_targets) from O(ping_interface), then each of
+    O(ping_rails)."""
+    return ([(target, p["ping_interface"] or "", {}) for target in p["ping_targets"]]
+            + [(rail["target"], rail["interface"], {k: rail[k] for k in ("peer", "rail") if rail.get(k) is not None})
+               for rail in p["ping_rails"]])
 
 
 def start_pings(module: AnsibleModule, p: dict) -> t.Callable[[], list[dict]]:
@@ -278,14 +316,15 @@ def start_pings(module: AnsibleModule, p: dict) -> t.Callable[[], list[dict]]:
 
     The slowest peer sets the time, not their number, and the node's other reads run while the pings are under way.
     """
-    results: list[dict] = [{} for _target in p["ping_targets"]]
+    plan = ping_plan(p)
+    results: list[dict] = [{} for _ping in plan]
 
-    def one(index: int, target: str) -> None:
-        rc, out, err = run(module, "ping", ping_args(target, p))
+    def one(index: int, target: str, interface: str, extra: dict) -> None:
+        rc, out, err = run(module, "ping", ping_args(target, p, interface))
         lines = [line for line in (out + "\n" + err).splitlines() if line.strip()]
-        results[index] = {"target": target, "rc": rc, "output": "; ".join(lines[-3:])}
+        results[index] = {"target": target, "interface": interface, "rc": rc, "output": "; ".join(lines[-3:]), **extra}
 
-    threads = [threading.Thread(target=one, args=(i, target)) for i, target in enumerate(p["ping_targets"])]
+    threads = [threading.Thread(target=one, args=(i, *ping)) for i, ping in enumerate(plan)]
     for th in threads:
         th.start()
 
@@ -302,6 +341,10 @@ def main() -> None:
             "docker_root": {"type": "path", "default": "/var/lib/docker"},
             "ping_targets": {"type": "list", "elements": "str", "default": []},
             "ping_interface": {"type": "str"},
+            "ping_rails": {"type": "list", "elements": "dict", "default": [],
+                           "options": {"target": {"type": "str", "required": True},
+                                       "interface": {"type": "str", "required": True},
+                                       "peer": {"type": "str"}, "rail": {"type": "int"}}},
             "mtu": {"type": "int", "default": 9000},
             "ping_count": {"type": "int", "default": 2},
             "ping_timeout": {"type": "int", "default": 2},
@@ -315,7 +358,7 @@ def main() -> None:
     if not 576 <= p["mtu"] <= 65535 or p["ping_count"] < 1 or p["ping_timeout"] < 1 or p["ping_interval"] <= 0:
         module.fail_json(msg=f"mtu must be 576-65535 (is {p['mtu']}), ping_count and ping_timeout at least 1, "
                              f"ping_interval above 0")
-    for target in p["ping_targets"]:
+    for target, _interface, _extra in ping_plan(p):
         try:
             ip(target)
         except InputError as exc:

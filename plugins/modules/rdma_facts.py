@@ -211,6 +211,23 @@ fabric_hcas:
   type: list
   elements: str
   sample: [rocep1s0f1, roceP2p1s0f1]
+fabric_rails:
+  description:
+    - The rails NCCL sends over, in the same order on every node (the name without a capital C(P) first). With RoCE,
+      one rail an ACTIVE RoCE port (on a Spark both twins of the cabled CX7 port, each on its own subnet); a rail
+      NCCL cannot use (C(usable=false)) is an ACTIVE twin without an IPv4 address or whose netdev is down, and says
+      why in C(problem). With socket transport, the fabric interface alone. Empty with O(fabric=false).
+    - Each has C(interface), C(hca) (empty with sockets), C(ip), C(prefixlen), C(mtu), C(usable) and C(problem).
+    - The P(dgxspark.vllm.preflight#role) role requires the same usable rails on every member of a cluster, rail by
+      rail on one subnet, and pings each rail's peers over it.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {interface: enp1s0f1np1, hca: rocep1s0f1, ip: 192.168.100.10, prefixlen: 24, mtu: 9000, usable: true, problem: ""}
+    - {interface: enP2p1s0f1np1, hca: roceP2p1s0f1, ip: 192.168.101.10, prefixlen: 24, mtu: 9000, usable: true,
+       problem: ""}
+  version_added: 0.2.0
 transport:
   description: V(roce) when at least one RoCE port is usable, otherwise V(socket); V(none) with O(fabric=false).
   returned: always

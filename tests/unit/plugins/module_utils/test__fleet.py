@@ -244,7 +244,7 @@ def test_the_fabric_each_member_published_is_in_every_members_node_fact():
     assert errors == []
     assert out["fabric"] == {"interface": "enp1s0f1np1", "ip": "10.9.0.2", "mtu": 9000, "transport": "roce",
                              "env": {"VLLM_HOST_IP": "10.9.0.2", "NCCL_IB_GID_INDEX": "3"}, "lan_ip": "10.0.0.2",
-                             "lan_interface": "enP7s7"}
+                             "lan_interface": "enP7s7", "rails": []}
     assert [(m["host"], m["rank"], m["ip"]) for m in out["member_fabric"]] == [
         ("s1", 0, "10.9.0.1"), ("s2", 1, "10.9.0.2"), ("s3", 2, "")]
     assert (out["head_fabric_ip"], out["head_lan_ip"], out["fabric_complete"]) == ("10.9.0.1", "10.0.0.1", False)

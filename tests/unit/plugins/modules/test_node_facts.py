@@ -64,7 +64,8 @@ def test_failures_are_reported_not_raised(bindir, tmp_path, capsys):
     assert result["docker"] == {"rc": 1, "version": "", "error": "Cannot connect to the Docker daemon"}
     assert result["gpus"]["rc"] == 6 and result["gpus"]["lines"] == [] and result["gpus"]["output"] == "No devices were found"
     assert result["disk"]["free_bytes"] == -1 and "missing" in result["disk"]["error"]
-    assert result["pings"] == [{"target": "10.0.0.9", "rc": 1, "output": "1 packets transmitted, 0 received, 100% packet loss"}]
+    assert result["pings"] == [{"target": "10.0.0.9", "interface": "", "rc": 1,
+                                "output": "1 packets transmitted, 0 received, 100% packet loss"}]
 
 
 def test_missing_tools(bindir, tmp_path, capsys, monkeypatch):
@@ -222,3 +223,23 @@ def test_the_docker_sdk_and_its_version_are_reported(bindir, tmp_path, capsys, m
     monkeypatch.setitem(sys.modules, "docker", types.SimpleNamespace(__version__="5.0.3"))
     result = run(capsys, {"docker_root": str(tmp_path)})
     assert result["docker_sdk"] == {"present": True, "version": "5.0.3", "python": sys.executable, "error": ""}
+
+
+def test_every_rail_is_pinged_from_its_own_twin(bindir, tmp_path, capsys):
+    """ping_rails: each peer address from the twin on its subnet (both CX7 twins proven, not only the first)."""
+    tool(bindir, "ping", 'echo "$@" >> "%s"; echo "2 packets transmitted, 2 received, 0%% packet loss"' % (tmp_path / "pings"))
+    result = run(capsys, {"docker_root": str(tmp_path), "mtu": 1500, "ping_rails": [
+        {"target": "192.168.100.12", "interface": "enp1s0f1np1"},
+        {"target": "192.168.101.12", "interface": "enP2p1s0f1np1"}]})
+    assert [(p["target"], p["interface"], p["rc"]) for p in result["pings"]] == [
+        ("192.168.100.12", "enp1s0f1np1", 0), ("192.168.101.12", "enP2p1s0f1np1", 0)]
+    calls = sorted((tmp_path / "pings").read_text().splitlines())
+    assert calls == ["-c 2 -i 0.2 -W 2 -M do -s 1472 -I enP2p1s0f1np1 -- 192.168.101.12",
+                     "-c 2 -i 0.2 -W 2 -M do -s 1472 -I enp1s0f1np1 -- 192.168.100.12"]
+
+
+def test_a_rail_target_that_is_no_ip_address_fails_and_pings_nothing(bindir, tmp_path, capsys):
+    tool(bindir, "ping", 'echo "$@" >> "%s"' % (tmp_path / "pings"))
+    result = run(capsys, {"docker_root": str(tmp_path), "ping_rails": [{"target": "-f", "interface": "enp1s0f1np1"}]})
+    assert result.get("failed") is True and "ping_targets: '-f'" in result["msg"]
+    assert not (tmp_path / "pings").exists()

@@ -16,7 +16,7 @@ from ansible_collections.dgxspark.vllm.plugins.modules import rdma_facts
 from ansible_collections.dgxspark.vllm.tests.unit.plugins.module_utils import fabric_trees as trees
 
 IP = "/usr/sbin/ip"
-FACT_KEYS = ["env", "fabric_hcas", "fabric_interface", "fabric_ip", "fabric_mtu", "lan_interface", "lan_ip", "netdevs",
+FACT_KEYS = ["env", "fabric_hcas", "fabric_interface", "fabric_ip", "fabric_mtu", "fabric_rails", "lan_interface", "lan_ip", "netdevs",
              "rdma_devices", "transport", "verbs_devices", "warnings"]
 
 
