@@ -44,7 +44,7 @@ Commands:
                       clear (the twin's own address back); the RoCE GIDs follow
   load IMAGE...       copy images from this machine's engine into every node
   inventory           (re)write inventories/lab/hosts.yml from the running nodes
-  registry start|push IMAGE...|ref [--digest] IMAGE|stop
+  registry start|push IMAGE...|ref IMAGE|digest IMAGE|stop
                       the lab's registry on the LAN (Debian's docker-registry, TLS with the lab's CA, which every
                       node's dockerd trusts); push tags IMAGE as <address>/IMAGE; the inventory names what was pushed
                       (`up --registry`: start it and push the source images)
@@ -767,7 +767,7 @@ def start_gateway() -> bool:
 #   push_images(images)     -> {image: "address/image@sha256:..."}: tag, push, record (builds a lab image first)
 #   registry_ref(image)     "address/image", the tag the nodes pull; registry_pushed() what was pushed, by image
 #   stop_registry()         the container, its storage and this machine's trust removed (`down` does it too)
-#   lab.py registry start | push IMAGE... | ref [--digest] IMAGE | stop ; `up --registry` = start + push
+#   lab.py registry start | push IMAGE... | ref IMAGE | digest IMAGE | stop ; `up --registry` = start + push
 #   REGISTRY_SOURCES. write_inventory sets the variable of each pushed image (REGISTRY_VARIABLES) to its reference.
 REGISTRY_NODE = f"{PREFIX}-registry"
 REGISTRY_HOST = 8  # .8 of the mgmt subnet (the gateway is .9, the nodes .11 and up)
@@ -967,10 +967,10 @@ def cmd_registry(args: argparse.Namespace) -> None:
             die("registry push: name the images (e.g. lab/vllm-qwen35:0.17)")
         for image, digest in push_images(args.images).items():
             print(f"{image} {digest}")
-    elif args.action == "ref":
+    elif args.action in ("ref", "digest"):
         if len(args.images) != 1:
-            die("registry ref: name one image")
-        if args.digest:
+            die(f"registry {args.action}: name one image")
+        if args.action == "digest":
             pushed = registry_pushed().get(args.images[0])
             if not pushed:
                 die(f"{args.images[0]} was not pushed into the running registry (`lab.py registry push` it)")
@@ -1496,11 +1496,12 @@ def main(argv: list[str]) -> None:
     p = sub.add_parser("load", help="load images from this machine's engine into every node")
     p.add_argument("images", nargs="+")
     sub.add_parser("inventory", help="rewrite inventories/lab/hosts.yml")
-    p = sub.add_parser("registry", help="the lab's registry on the LAN: start, push IMAGE..., ref [--digest] IMAGE, stop")
-    p.add_argument("action", choices=("start", "push", "ref", "stop"))
+    p = sub.add_parser("registry", help="the lab's registry on the LAN: start, push IMAGE..., ref IMAGE, digest IMAGE, "
+                                        "stop")
+    p.add_argument("action", choices=("start", "push", "ref", "digest", "stop"))
     p.add_argument("images", nargs="*", metavar="IMAGE", help="push: images of this machine's engine (lab images are "
-                   "built first); ref: the image whose registry reference to print")
-    p.add_argument("--digest", action="store_true", help="ref: print the pushed digest (name@sha256:...)")
+                   "built first); ref: print IMAGE's reference in the registry (address/IMAGE); digest: print the "
+                   "digest it was pushed as (address/repository@sha256:...)")
     p = sub.add_parser("models", help="put the stand-in model weights on every node (or the first --nodes N)")
     p.add_argument("--nodes", type=int, default=0, metavar="N",
                    help="seed only the first N nodes (e.g. 1: the head of pair 1, for model_sync); 0: every node")
