@@ -24,6 +24,7 @@ RUN_FACTS = frozenset((
     "dgxspark_fleet", "dgxspark_node",
     "preflight_container_gpu", "preflight_container_image_info", "preflight_disk_free_gb", "preflight_docker_sdk_again",
     "preflight_docker_sdk_install", "preflight_fabric", "preflight_gpus", "preflight_host_issues",
+    "preflight_checkpoint", "preflight_model_fit_result",
     "preflight_memory_available_gb", "preflight_memory_total_gb", "preflight_mtu", "preflight_node",
     "preflight_rails", "preflight_rdma_required", "preflight_result",
     # Not an input: it sends every cluster through the whole deploy, whose record is the same.
