@@ -146,3 +146,128 @@ def test_nccl_version_is_the_installed_pip_nccl(nccl, monkeypatch, tmp_path):
         "Metadata-Version: 2.1\nName: nvidia-nccl-cu13\nVersion: 2.30.4\n")
     monkeypatch.syspath_prepend(str(site))
     assert nccl.nccl_version() == "2.30.4"
+
+
+# ----------------------------------------------------------------------------- both rails (the CX7 twins)
+def _rail_tree(root, rails):
+    """An /sys/class/infiniband of HCAs {name: IPv4 or None}: each with the link-local GIDs at 0/1 and, with an
+    address, its IPv4-mapped GIDs at 2/3 (RoCE v1, v2), as a Spark's twins show them; the netdev is lo here."""
+    for hca, ip in rails.items():
+        port = root / hca / "ports" / "1"
+        for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+            (port / sub).mkdir(parents=True)
+        table = [("fe80:0000:0000:0000:4ebb:47ff:fe2d:0011", "IB/RoCE v1"),
+                 ("fe80:0000:0000:0000:4ebb:47ff:fe2d:0011", "RoCE v2")]
+        if ip:
+            value = int.from_bytes(bytes(int(o) for o in ip.split(".")), "big")
+            mapped = f"0000:0000:0000:0000:0000:ffff:{value >> 16:04x}:{value & 0xFFFF:04x}"
+            table += [(mapped, "IB/RoCE v1"), (mapped, "RoCE v2")]
+        for index in range(8):
+            gid, kind = table[index] if index < len(table) else (":".join(["0000"] * 8), None)
+            (port / "gids" / str(index)).write_text(gid + "\n")
+            if kind:
+                (port / "gid_attrs" / "types" / str(index)).write_text(kind + "\n")
+                (port / "gid_attrs" / "ndevs" / str(index)).write_text("lo\n")
+    return root
+
+
+@pytest.fixture
+def two_nodes(nccl, tmp_path, monkeypatch):
+    """Rank 0 on node 1 and rank 1 on node 2 (threads of this process, bootstrapped on 127.0.0.1 and 127.0.0.2), each
+    with an RDMA tree of its own; lo's addresses stand in for the twins, a /24 each (127.0.0.x, 127.0.1.x)."""
+    dev = tmp_path / "dev"
+    (dev / "infiniband").mkdir(parents=True)
+    (dev / "infiniband" / "uverbs0").touch()
+    lib = tmp_path / "root" / "usr" / "lib" / "x86_64-linux-gnu"  # an image with the verbs libraries and mlx5
+    (lib / "libibverbs").mkdir(parents=True)
+    (lib / "libibverbs.so.1").write_bytes(b"")
+    (lib / "libibverbs" / "libmlx5-rdmav34.so").write_bytes(b"")
+    monkeypatch.setenv("VLLM_LAB_DEV_ROOT", str(dev))
+    monkeypatch.setenv("VLLM_LAB_LIB_ROOT", str(tmp_path / "root"))
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    monkeypatch.setenv("NCCL_NET", "IB")
+    monkeypatch.delenv("NCCL_IB_GID_INDEX", raising=False)
+    monkeypatch.delenv("NCCL_IB_HCA", raising=False)
+    import threading
+
+    bootstrap = {"rank0": "127.0.0.1", "rank1": "127.0.0.2"}
+    monkeypatch.setattr(nccl, "find_interfaces",
+                        lambda env=None, interfaces=None: [("lo", bootstrap[threading.current_thread().name])])
+    monkeypatch.setattr(nccl, "netdev_prefixlen", lambda ifname: 24)
+
+    def run(node1, node2):
+        trees = [_rail_tree(tmp_path / "node1", node1), _rail_tree(tmp_path / "node2", node2)]
+        init = f"tcp://127.0.0.1:{free_port()}"
+        results = {}
+
+        def rank(r):
+            try:
+                results[r] = nccl.NcclComm(r, 2, init, ib_root=trees[r])
+            except RuntimeError as exc:
+                results[r] = exc
+
+        threads = [threading.Thread(target=rank, args=(r,), name=f"rank{r}", daemon=True) for r in (0, 1)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert not any(th.is_alive() for th in threads), "init hung"
+        return results[0], results[1]
+    return run
+
+
+NODE1 = {"rocep1s0f1": "127.0.0.11", "roceP2p1s0f1": "127.0.1.11"}
+
+
+def test_both_twins_connect_when_each_is_on_its_peers_subnet(two_nodes, capsys):
+    head, worker = two_nodes(NODE1, {"rocep1s0f1": "127.0.0.12", "roceP2p1s0f1": "127.0.1.12"})
+    assert not isinstance(head, Exception) and not isinstance(worker, Exception), (head, worker)
+    assert (head.transport, worker.transport) == ("IB", "IB")
+    out = capsys.readouterr().out
+    assert "NET/IB : rocep1s0f1 (127.0.0.12) connected to rocep1s0f1 (127.0.0.11)" in out
+    assert "NET/IB : roceP2p1s0f1 (127.0.1.12) connected to roceP2p1s0f1 (127.0.1.11)" in out
+    assert "Init COMPLETE" in out
+    head.shutdown()
+
+
+def test_field_second_twin_without_address_fails_nccl_init_in_nccl_words(two_nodes, capsys):
+    """Node 2's netplan left its second twin without an address, and NCCL_IB_HCA still lists its HCA: the queue pair
+    of that HCA has only a link-local GID, so moving it to RTR towards node 1's twin fails; both ranks stop."""
+    head, worker = two_nodes(NODE1, {"rocep1s0f1": "127.0.0.12", "roceP2p1s0f1": None})
+    assert isinstance(worker, RuntimeError) and isinstance(head, RuntimeError), (head, worker)
+    assert "ncclSystemError: System call (e.g. socket, malloc) or external library call failed" in str(worker)
+    assert ("Call to ibv_modify_qp failed with 101 Network is unreachable, on dev roceP2p1s0f1:1, curr state INIT, "
+            "next state RTR, local GID index 1, local GID fe80:0000:0000:0000:4ebb:47ff:fe2d:0011, remote GID "
+            "::ffff:127.0.1.11") in str(worker)
+    assert "ncclRemoteError" in str(head)
+    out = capsys.readouterr().out
+    assert "NCCL WARN Call to ibv_modify_qp failed with 101 Network is unreachable" in out
+    assert "NCCL WARN [Proxy Service 0] Failed to execute operation Connect from rank 1, retcode 2" in out
+    assert "Init COMPLETE" not in out
+
+
+def test_field_second_twin_dropped_from_one_nodes_nccl_ib_hca_fails_nccl_init(two_nodes):
+    """The collection as it was left the unaddressed twin out of node 2's NCCL_IB_HCA only: node 1 spreads its
+    channels over two HCAs, node 2 over one, and node 1's second twin meets node 2's first across subnets."""
+    head, worker = two_nodes(NODE1, {"rocep1s0f1": "127.0.0.12"})
+    assert isinstance(worker, RuntimeError) and isinstance(head, RuntimeError), (head, worker)
+    assert ("Call to ibv_modify_qp failed with 101 Network is unreachable, on dev rocep1s0f1:1, curr state INIT, next "
+            "state RTR, local GID index 3, local GID ::ffff:127.0.0.12, remote GID ::ffff:127.0.1.11") in str(worker)
+
+
+def test_field_second_twin_on_wrong_subnet_fails_nccl_init_in_nccl_words(two_nodes):
+    head, worker = two_nodes(NODE1, {"rocep1s0f1": "127.0.0.12", "roceP2p1s0f1": "127.0.2.12"})
+    assert isinstance(worker, RuntimeError) and isinstance(head, RuntimeError), (head, worker)
+    assert ("Call to ibv_modify_qp failed with 101 Network is unreachable, on dev roceP2p1s0f1:1, curr state INIT, "
+            "next state RTR, local GID index 3, local GID ::ffff:127.0.2.12, remote GID ::ffff:127.0.1.11") in str(worker)
+    assert "ncclRemoteError" in str(head)
+
+
+def test_the_rails_follow_nccl_ib_gid_index(nccl, tmp_path, monkeypatch):
+    root = _rail_tree(tmp_path / "ib", NODE1)
+    monkeypatch.setattr(nccl, "netdev_prefixlen", lambda ifname: 24)
+    assert nccl.ib_rail("roceP2p1s0f1", {}, root) == {
+        "hca": "roceP2p1s0f1", "gid_index": 3, "gid": "::ffff:127.0.1.11", "ip": "127.0.1.11", "netdev": "lo",
+        "prefixlen": 24}
+    assert nccl.ib_rail("roceP2p1s0f1", {"NCCL_IB_GID_INDEX": "1"}, root)["ip"] is None
+    assert nccl.rail_pairs([{"n": 1}], [{"n": 1}, {"n": 2}]) == [({"n": 1}, {"n": 1}), ({"n": 1}, {"n": 2})]

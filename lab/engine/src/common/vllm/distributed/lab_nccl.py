@@ -169,6 +169,103 @@ def _hang_forever() -> None:
     threading.Event().wait()
 
 
+# ----------------------------------------------------------------------------- IB rails
+# NCCL_IB_HCA may list several HCAs: a DGX Spark's cabled CX7 port shows as two twins, each its own HCA with its own
+# address and subnet. NCCL connects channel c of a rank over its HCA c % n to the peer's HCA c % m: every HCA of each
+# side meets one of the other's. A RoCE v2 queue pair reaches its peer's GID only when the kernel can resolve it on the
+# HCA's netdev (the same subnet: the twins are not routed), else moving it to RTR fails with ENETUNREACH; a peer that is
+# on the subnet but silent times out (ETIMEDOUT). Nothing here moves bytes over RDMA: each pair of HCAs is proven by a
+# TCP connection between the two twins' addresses, so the lab's wiring decides as the cable and netplan do.
+SIOCGIFNETMASK = 0x891B
+IB_CHANNELS = 2
+IB_CONNECT_TIMEOUT = 5.0
+
+
+def netdev_prefixlen(ifname: str) -> int | None:
+    """The prefix length of IFNAME's (first) IPv4 address, None when it has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            packed = fcntl.ioctl(s.fileno(), SIOCGIFNETMASK, struct.pack("256s", ifname.encode()[:15]))
+        except OSError:
+            return None
+    return bin(int.from_bytes(packed[20:24], "big")).count("1")
+
+
+def _gid_ipv4(gid: str) -> str | None:
+    groups = gid.strip().lower().split(":")
+    if len(groups) != 8 or groups[:6] != ["0000"] * 5 + ["ffff"]:
+        return None
+    value = int(groups[6] + groups[7], 16)
+    return socket.inet_ntoa(value.to_bytes(4, "big")) if value else None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except (OSError, ValueError):
+        return ""
+
+
+def ib_rail(device: str, env: dict | None = None, root: Path | None = None) -> dict:
+    """What NCCL would use on DEVICE's port 1: the GID (NCCL_IB_GID_INDEX, else the first RoCE v2 GID that maps an
+    IPv4 address, else the RoCE v2 link-local one) with its index, IPv4 (None without one), netdev and prefix."""
+    env = os.environ if env is None else env
+    port = (SYS_CLASS_INFINIBAND if root is None else root) / device / "ports" / "1"
+    table = []
+    for entry in sorted((port / "gids").iterdir(), key=lambda p: int(p.name)) if (port / "gids").is_dir() else []:
+        gid = _read(entry)
+        if gid and set(gid.replace(":", "")) != {"0"}:
+            table.append((int(entry.name), gid, _read(port / "gid_attrs" / "types" / entry.name),
+                          _read(port / "gid_attrs" / "ndevs" / entry.name)))
+    wanted = env.get("NCCL_IB_GID_INDEX", "").strip()
+    chosen = None
+    if wanted.isdigit():
+        chosen = next((row for row in table if row[0] == int(wanted)), None)
+    else:
+        v2 = [row for row in table if row[2] == "RoCE v2"]
+        chosen = next((row for row in v2 if _gid_ipv4(row[1])), v2[0] if v2 else None)
+    if chosen is None:
+        return {"hca": device, "gid_index": int(wanted) if wanted.isdigit() else 0, "gid": "::", "ip": None,
+                "netdev": "", "prefixlen": None}
+    index, gid, _kind, netdev = chosen
+    ip = _gid_ipv4(gid)
+    return {"hca": device, "gid_index": index, "gid": f"::ffff:{ip}" if ip else gid, "ip": ip, "netdev": netdev,
+            "prefixlen": netdev_prefixlen(netdev) if ip and netdev else None}
+
+
+def rail_pairs(mine: list[dict], theirs: list[dict]) -> list[tuple[dict, dict]]:
+    """The (local HCA, remote HCA) of each channel, as NCCL spreads its channels over each side's HCAs."""
+    count = max(IB_CHANNELS, len(mine), len(theirs))
+    pairs = []
+    for channel in range(count):
+        pair = (mine[channel % len(mine)], theirs[channel % len(theirs)])
+        if pair not in pairs:
+            pairs.append(pair)
+    return pairs
+
+
+def rail_reachable(local: dict, remote: dict) -> bool:
+    """Whether LOCAL's netdev can resolve REMOTE's address: same subnet (the twins are not routed)."""
+    if not local.get("ip") or not remote.get("ip") or local.get("prefixlen") is None:
+        return False
+    mask = (0xFFFFFFFF << (32 - local["prefixlen"])) & 0xFFFFFFFF
+    to_int = lambda a: int.from_bytes(socket.inet_aton(a), "big")  # noqa: E731
+    return to_int(local["ip"]) & mask == to_int(remote["ip"]) & mask
+
+
+def modify_qp_failure(local: dict, remote: dict, errno_: int, reason: str) -> str:
+    """NCCL's words for a queue pair that cannot move to RTR towards REMOTE."""
+    return (f"Call to ibv_modify_qp failed with {errno_} {reason}, on dev {local['hca']}:1, curr state INIT, next "
+            f"state RTR, local GID index {local['gid_index']}, local GID {local['gid']}, remote GID {remote['gid']}")
+
+
+def system_error(last: str) -> str:
+    return (f"NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3353, unhandled system error "
+            f"(run with NCCL_DEBUG=INFO for details), NCCL version {nccl_version()}\n"
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. \n"
+            f"Last error:\n{last}")
+
+
 # ----------------------------------------------------------------------------- wire format
 def _send(sock: socket.socket, obj: dict) -> None:
     sock.sendall(json.dumps(obj).encode() + b"\n")
@@ -275,7 +372,11 @@ def _store_get(addr: tuple[str, int], key: str) -> object:
 class NcclComm:
     """A tensor-parallel communicator: rank 0 is the root of a star over TCP."""
 
-    def __init__(self, rank: int, world_size: int, init_method: str, cuda_graphs: bool = False) -> None:
+    def __init__(self, rank: int, world_size: int, init_method: str, cuda_graphs: bool = False,
+                 ib_root: Path | None = None) -> None:
+        self.ib_root = ib_root  # /sys/class/infiniband unless a test gives each rank a tree of its own
+        self.rails: list[dict] = []
+        self.hellos: dict[int, dict] = {}
         self.rank = rank
         self.cuda_graphs = cuda_graphs
         self.deadlock = False
@@ -304,7 +405,7 @@ class NcclComm:
         ifname, ip = found[0]
         self.ifname, self.ip = ifname, ip
         self.log.info(f"Bootstrap : Using {ifname}:{ip}<0>")
-        devices = ib_devices()
+        devices = ib_devices(root=self.ib_root)
         if devices and not verbs_devices():
             # libibverbs lists a device only when its /dev/infiniband/uverbsN is there (a container
             # started without --device /dev/infiniband has none).
@@ -340,21 +441,25 @@ class NcclComm:
                     conn.close()
                     continue
                 self.peers[int(hello["rank"])] = (conn, reader)
+                self.hellos[int(hello["rank"])] = hello
             listener.close()
             for peer in sorted(self.peers):
                 conn, _ = self.peers[peer]
-                _send(conn, {"op": "init_done"})
+                _send(conn, {"op": "init_done", "transport": self.transport})
             cross_node = any(conn.getpeername()[0] != ip for conn, _ in self.peers.values())
+            self._connect_rails_root(devices, ip)
         else:
             root_ip, root_port = _store_get((store_host, store_port), "nccl_unique_id")
             conn = _connect_retrying((root_ip, int(root_port)), source_ip=ip)
             reader = _Reader(conn)
-            _send(conn, {"rank": self.rank, "ip": ip})
+            _send(conn, {"rank": self.rank, "ip": ip, "transport": self.transport})
             msg = reader.recv()
             if msg is None or msg.get("op") != "init_done":
                 raise RuntimeError(self._remote_error())
             self.root = (conn, reader)
             cross_node = root_ip != ip
+            if self.transport == "IB" and msg.get("transport") == "IB" and cross_node:
+                self._connect_rails_peer(devices, conn, reader)
         self.deadlock = graph_deadlock(nccl_version(), self.cuda_graphs, cross_node)
         via = "NET/IB/0/GDRDMA" if self.transport == "IB" else "NET/Socket/0"
         nxt, prv = (self.rank + 1) % self.world_size, (self.rank - 1) % self.world_size
@@ -364,6 +469,82 @@ class NcclComm:
         self.log.info(f"Connected all rings, use ring PXN 0 GDR {1 if self.transport == 'IB' else 0}")
         self.log.info(f"ncclCommInitRank comm 0x{id(self):x} rank {self.rank} nranks {self.world_size} "
                       f"cudaDev 0 nvmlDev 0 busId f01000 commId 0x{abs(hash(init_method)):x} - Init COMPLETE")
+
+    # IB rails ------------------------------------------------------------------------
+    def _own_rails(self, devices: list[str]) -> list[dict]:
+        self.rails = [ib_rail(device, root=self.ib_root) for device in devices]
+        for index, rail in enumerate(self.rails):
+            where = f"{rail['netdev']}:{rail['ip']}" if rail["ip"] else "no IPv4 GID"
+            self.log.info(f"NET/IB : [{index}] {rail['hca']}:1/RoCE GID index {rail['gid_index']} ({where})")
+        return self.rails
+
+    def _connect_rails_root(self, devices: list[str], ip: str) -> None:
+        """Rank 0: give every IB peer on another node this rank's HCAs, each listening on its twin's address, and
+        wait for the peer's verdict on every pair of HCAs (the peer makes the connections)."""
+        peers = [peer for peer in sorted(self.peers) if self.transport == "IB"
+                 and self.hellos.get(peer, {}).get("transport") == "IB" and self.hellos[peer].get("ip") != ip]
+        if not peers:
+            return
+        rails = self._own_rails(devices)
+        listeners = []
+        for rail in rails:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                listener.bind((rail["ip"] or "127.0.0.1", 0))
+            except OSError:
+                listener.bind(("127.0.0.1", 0))  # an HCA without an address: nothing can reach it
+            listener.listen(64)
+            listeners.append(listener)
+            threading.Thread(target=self._accept_rail, args=(listener,), daemon=True).start()
+        offer = [dict(rail, port=listener.getsockname()[1]) for rail, listener in zip(rails, listeners)]
+        for peer in peers:
+            _send(self.peers[peer][0], {"op": "ib_rails", "rails": offer})
+        failed = None
+        for peer in peers:
+            msg = self.peers[peer][1].recv()
+            if msg is None or msg.get("op") != "ib_done":
+                failed = failed or self._remote_error()
+            elif msg.get("error"):
+                self.log.warn(f"[Proxy Service {self.rank}] Failed to execute operation Connect from rank {peer}, "
+                              "retcode 2")
+                failed = failed or self._remote_error()
+        self._rail_listeners = listeners
+        if failed:
+            raise RuntimeError(failed)
+
+    @staticmethod
+    def _accept_rail(listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.close()
+
+    def _connect_rails_peer(self, devices: list[str], conn: socket.socket, reader: _Reader) -> None:
+        """A rank on another node than rank 0: connect every pair of HCAs of the channels, from this twin's address
+        to the peer twin's; the first that fails stops init in NCCL's words (and tells rank 0)."""
+        msg = reader.recv()
+        if msg is None or msg.get("op") != "ib_rails":
+            raise RuntimeError(self._remote_error())
+        error = None
+        for local, remote in rail_pairs(self._own_rails(devices), msg["rails"]):
+            if not rail_reachable(local, remote):
+                error = modify_qp_failure(local, remote, 101, "Network is unreachable")
+                break
+            try:
+                socket.create_connection((remote["ip"], int(remote["port"])), timeout=IB_CONNECT_TIMEOUT,
+                                         source_address=(local["ip"], 0)).close()
+            except OSError:
+                error = modify_qp_failure(local, remote, 110, "Connection timed out")
+                break
+            self.log.info(f"NET/IB : {local['hca']} ({local['ip']}) connected to {remote['hca']} ({remote['ip']})")
+        _send(conn, {"op": "ib_done", "error": error})
+        if error:
+            self.log.warn(error)
+            self.log.info("transport/net_ib.cc -> 2")
+            raise RuntimeError(system_error(error))
 
     def _remote_error(self) -> str:
         return (f"NCCL error: remote process exited or there was a network error, NCCL version "
