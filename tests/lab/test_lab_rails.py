@@ -1,15 +1,23 @@
 """Both rails: a Spark's CX7 shows the cabled port as two twins, each with its own HCA, address and subnet, and
 NCCL_IB_HCA lists both. The lab's faults (lab.py fault N ...) break the second twin as netplan does in the field; the
 preflight must stop the cluster on them before any slow step, naming the host, the twin, the address and the fix.
-Each test also runs the collection as it was at 13f6075 against the same fault: its preflight passed (it pinged and
-compared the first twin only), which is the field failure these tests model."""
+Each preflight test also runs the collection as it was at 13f6075 against the same fault: its preflight passed (it
+pinged and compared the first twin only), which is the field failure these tests model. The last tests show what the
+engines then met: the lab's stand-in NCCL, with each node's NCCL_IB_HCA as the collection computes it, fails its init
+in NCCL's words over the broken twin."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import subprocess
+import sys
 
-from labkit import BIN, INVENTORY, LAB, REPO, collection_as_it_was, fabric2_ip, fabric_ip, node, node_exec, run, ansible_env
+import pytest
+
+from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, fabric2_ip, fabric_ip, node, node_exec,
+                    parse_adhoc, run)
 
 PREFLIGHT = "tests/lab/playbooks/preflight.yml"
 TWIN = "enP2p1s0f1np1"
@@ -89,3 +97,71 @@ def test_both_twins_of_every_member_are_pinged_with_df_at_the_fabric_mtu(lab):
             pattern = (rf'"interface": "{ifname}",\s*"output": "[^"]*received, 0% packet loss[^"]*",\s*"peer": '
                        rf'"{node(peer)}",\s*"rail": \d,\s*"rc": 0,\s*"target": "{re.escape(address)}"')
             assert re.search(pattern, proc.stdout), (source, ifname, proc.stdout[-4000:])
+
+
+# ----------------------------------------------------------------------------- what NCCL then does on these nodes
+RANK = """import sys
+from vllm.distributed.lab_nccl import NcclComm
+try:
+    comm = NcclComm(int(sys.argv[1]), 2, sys.argv[2])
+except RuntimeError as exc:
+    print(f"RuntimeError: {exc}", flush=True)
+    sys.exit(3)
+print("INIT OK", flush=True)
+if comm.rank == 0:
+    comm.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def stand_in_nccl(lab, tmp_path_factory):
+    """The lab engine's NCCL (lab/engine) on both nodes, run by the nodes' own python3: in the node's network
+    namespace and with its RoCE tree, as an engine container with --network host and the verbs devices sees them."""
+    tree = tmp_path_factory.mktemp("engine") / "tree"
+    run([sys.executable, str(REPO / "lab" / "engine" / "build_wheel.py"), "--flavour", "0.17", "--tree", str(tree)])
+    for index in (1, 2):
+        node_exec(node(index), "rm", "-rf", "/tmp/rails-nccl")
+        run(["docker", "cp", str(tree), f"{node(index)}:/tmp/rails-nccl"])
+        # an image with the verbs libraries and the mlx5 provider (the lab's engine images have them)
+        node_exec(node(index), "sh", "-c", "d=/tmp/rails-nccl-libs/usr/lib/x86_64-linux-gnu; mkdir -p $d/libibverbs && "
+                  "touch $d/libibverbs.so.1 $d/libibverbs/libmlx5-rdmav34.so")
+    return "/tmp/rails-nccl"
+
+
+def nccl_env(index):
+    """Node INDEX's NCCL environment as the collection computes it (dgxspark.vllm.rdma_facts), for the engines."""
+    proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), node(index), "-m", "dgxspark.vllm.rdma_facts"],
+               env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
+    env = parse_adhoc(proc.stdout)["env"]
+    return {key: env[key] for key in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_NET") if key in env}
+
+
+def nccl_init(path):
+    """Rank 0 on node 1 and rank 1 on node 2, each with its node's NCCL environment: (rank 0's output, rank 1's)."""
+    init = f"tcp://{fabric_ip(1)}:{29500 + os.getpid() % 400}"
+    jobs = []
+    for rank, index in ((0, 1), (1, 2)):
+        env = dict(nccl_env(index), NCCL_DEBUG="INFO", PYTHONPATH=path, VLLM_LAB_LIB_ROOT="/tmp/rails-nccl-libs")
+        argv = ["docker", "exec", *[f"-e{k}={v}" for k, v in env.items()], node(index), "python3", "-c", RANK,
+                str(rank), init]
+        jobs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return [" ".join(job.communicate(timeout=90)[0].split()) for job in jobs]
+
+
+def test_both_twins_carry_the_stand_in_nccl_on_a_healthy_pair(stand_in_nccl):
+    head, worker = nccl_init(stand_in_nccl)
+    assert "INIT OK" in head and "INIT OK" in worker, (head, worker)
+    for twin, net in (("rocep1s0f1", fabric_ip), ("roceP2p1s0f1", fabric2_ip)):
+        assert f"NET/IB : {twin} ({net(2)}) connected to {twin} ({net(1)})" in worker, worker
+
+
+@pytest.mark.parametrize("kind", ["twin-no-address", "twin-wrong-subnet"])
+def test_field_second_twin_fault_fails_nccl_init_in_nccl_words(stand_in_nccl, kind):
+    """What the engines met after 13f6075's preflight let the pair through: node 2's NCCL (its NCCL_IB_HCA as the
+    collection computes it) cannot move the queue pair of a channel to RTR towards node 1's second twin."""
+    with fault(2, kind):
+        head, worker = nccl_init(stand_in_nccl)
+    assert "INIT OK" not in worker and "INIT OK" not in head, (head, worker)
+    assert "NCCL WARN Call to ibv_modify_qp failed with 101 Network is unreachable" in worker, worker
+    assert f"remote GID ::ffff:{fabric2_ip(1)}" in worker, worker
+    assert "ncclSystemError" in worker and "ncclRemoteError" in head, (head, worker)
