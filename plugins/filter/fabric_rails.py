@@ -16,8 +16,8 @@ description:
     HCA of its peer.
   - Takes the rails every member published (C(dgxspark_node.member_rails), from M(dgxspark.vllm.fleet), as
     M(dgxspark.vllm.rdma_facts) found them) and returns in C(errors) one sentence a problem, naming the host, the
-    twin, the address and the fix - a member with fewer usable rails than another (a twin without an address: its
-    HCA drops out of that node's C(NCCL_IB_HCA)), and a rail whose addresses are not on one subnet on every member.
+    twin, the address and the fix - a member with fewer usable rails than another (a twin without an address,
+    whose HCA drops out of that node's C(NCCL_IB_HCA)), and a rail whose addresses are not on one subnet on every member.
   - Returns in C(pings) what O(host) pings, the same rail of every other member from each of its own rails, for
     M(dgxspark.vllm.node_facts)' O(dgxspark.vllm.node_facts#module:ping_rails).
   - Given O(pings) (node_facts' result), C(errors) also holds every rail whose peer did not answer, with the fix.

@@ -184,7 +184,7 @@ ansible_facts:
         - With O(fabric) (or once published), C(fabric) (this node's C(interface), C(ip), C(mtu), C(transport), C(env)
           - the NCCL, Ray and vLLM variables - C(lan_ip), C(lan_interface), C(rails)), C(member_fabric) (one entry a
           member in rank order - C(host), C(rank), C(ip), C(lan_ip), C(interface) - empty strings where not yet known),
-          C(member_rails) (one entry a member in rank order - C(host) and its C(rails), the fabric rails it published:
+          C(member_rails) (one entry a member in rank order - C(host) and its C(rails), the fabric rails it published, with
           C(interface), C(hca), C(ip), C(prefixlen), C(mtu), C(usable), C(problem); an empty list where not yet known),
           C(head_fabric_ip), C(head_lan_ip) and C(fabric_complete).
       type: dict
