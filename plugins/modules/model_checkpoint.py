@@ -15,9 +15,9 @@ description:
   - Reads the size of a Hugging Face model's weights without downloading them, for the
     P(dgxspark.vllm.preflight#role) role to judge whether the model fits each node's memory and the head's disk
     (filter P(dgxspark.vllm.model_fit#filter)) before any slow step.
-  - The size is the C(metadata.total_size) of the checkpoint's safetensors index (C(model.safetensors.index.json)):
+  - The size is the C(metadata.total_size) of the checkpoint's safetensors index (C(model.safetensors.index.json)) -
     the node's own copy of it under O(models_dir)/<name> when there is one; else, with O(fetch), the hub's, fetched
-    alone (one small JSON file); a repository without an index is sized from the hub's file metadata (its tree, with
+    alone (one small JSON file). A repository without an index is sized from the hub's file metadata (its tree, with
     every file's size).
   - Also reports what the node's copy holds (the bytes of its weight files, whether every shard the index names is
     there) and the free space on the file system the weights go to.

@@ -113,6 +113,8 @@ OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the 
                "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
                "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
+               # one node as a single Spark (lab.py up --cluster-size 1), preflight only, then the session's lab again
+               "tests/lab/test_lab_model_fit.py",
                # lab.py fault: node 2's second CX7 twin without its address, then on the wrong subnet (preflight only)
                "tests/lab/test_lab_rails.py",
                "tests/lab/test_lab_gateway_config.py", "tests/lab/test_lab_monitoring_rules.py",

@@ -52,10 +52,10 @@ def engines(i):
             if line.split(" ", 1)[0] in ("ray", "vllm")}
 
 
-def completion():
+def completion(model="qwen3.5-122b-a10b-fp8"):
     request = urllib.request.Request(
         f"{api_url(1)}/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
-        data=json.dumps({"model": "qwen3.5-122b-a10b-fp8", "max_tokens": 8,
+        data=json.dumps({"model": model, "max_tokens": 8,
                          "messages": [{"role": "user", "content": "hello"}]}).encode())
     with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=60) as response:
         return json.load(response)
@@ -167,26 +167,47 @@ def test_a_worker_killed_while_the_cluster_forms_fails_the_deploy_naming_it_and_
         assert engines(i) == {}, (i, engines(i))
 
 
+SINGLE_MODEL = "Qwen3.5-35B-A3B-FP8"  # a Qwen3.5 that fits one Spark (the 122B one is refused by the preflight)
+
+
+def seed_single_model(*indexes):
+    """The stand-in of Qwen/Qwen3.5-35B-A3B-FP8 (its index states 35 GB) under /srv/dgxspark/models on nodes INDEXES."""
+    import sys  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+    from pathlib import Path  # pylint: disable=import-outside-toplevel
+    sys.path.insert(0, str(REPO / "lab" / "engine"))
+    import make_models  # pylint: disable=import-outside-toplevel
+    with tempfile.TemporaryDirectory() as tmp:
+        make_models.write_model(Path(tmp), "qwen35a3b", shard_kb=64)
+        tar = subprocess.run(["tar", "-C", tmp, "-c", "."], stdout=subprocess.PIPE, check=True).stdout
+    for i in indexes:
+        subprocess.run(["docker", "exec", "-i", node(i), "tar", "-C", "/srv/dgxspark/models", "-x"], input=tar,
+                       check=True)
+
+
 @pytest.fixture(scope="module")
 def singles(cluster4):
     """Two one-node clusters (lab.py up --cluster-size 1): single Sparks with nothing cabled to their CX7 ports."""
     run([*LAB, "up", "--nodes", "2", "--cluster-size", "1"])
     run([*LAB, "load", ENGINE])  # each head builds its own serving image: no fabric to sync one over
     run([*LAB, "models"])
+    seed_single_model(1, 2)
     teardown()
     yield
     teardown()
+    for i in (1, 2):  # the lab's own stand-ins only (the unified-memory model counts every weight file there)
+        node_exec(node(i), "rm", "-rf", f"/srv/dgxspark/models/{SINGLE_MODEL}")
 
 
 @pytest.mark.slow  # one node per cluster, no Ray: the TP1 argv and roles' single-node paths in unit tests
 def test_single_sparks_serve_tp1_without_ray_fabric_or_multi_node_flags_and_a_rerun_restarts_nothing(singles):
     for i in (1, 2):  # no fabric link at all: the roles must not need one
         assert "enp1s0f1np1" not in node_exec(node(i), "ip", "-br", "link").stdout
-    tp1 = ["-e", "dgxspark_tensor_parallel_size=1"]
+    tp1 = ["-e", "dgxspark_tensor_parallel_size=1", "-e", f"dgxspark_model=Qwen/{SINGLE_MODEL}"]
     first = deploy(*tp1)
     assert first.returncode == 0, first.stdout[-5000:]
     for i, name in ((1, "cluster1"), (2, "cluster2")):
-        assert (f"{name}: serving qwen3.5-122b-a10b-fp8 at {api_url(i)}/v1, TP 1 over {node(i)}, 1 GPU(s), "
+        assert (f"{name}: serving qwen3.5-35b-a3b-fp8 at {api_url(i)}/v1, TP 1 over {node(i)}, 1 GPU(s), "
                 "ready in") in flat(first), flat(first)[-3000:]
     assert f"{node(1)} (cluster1 head): GPU" in flat(first) and "a single Spark (no fabric)" in flat(first)
     for i in (1, 2):
@@ -200,11 +221,11 @@ def test_single_sparks_serve_tp1_without_ray_fabric_or_multi_node_flags_and_a_re
         assert "NCCL_SOCKET_IFNAME" not in env and "VLLM_HOST_IP" not in env and "/dev/infiniband" not in env, env
     request = urllib.request.Request(
         f"{api_url(2)}/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
-        data=json.dumps({"model": "qwen3.5-122b-a10b-fp8", "max_tokens": 8,
+        data=json.dumps({"model": "qwen3.5-35b-a3b-fp8", "max_tokens": 8,
                          "messages": [{"role": "user", "content": "hello"}]}).encode())
     with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=60) as response:
         assert json.load(response)["usage"]["completion_tokens"] > 0
-    assert completion()["usage"]["completion_tokens"] > 0
+    assert completion("qwen3.5-35b-a3b-fp8")["usage"]["completion_tokens"] > 0
     before = [engines(i) for i in (1, 2)]
     second = deploy(*tp1)
     assert second.returncode == 0, second.stdout[-5000:]

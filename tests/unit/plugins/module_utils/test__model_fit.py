@@ -55,15 +55,15 @@ def test_hub_urls_fetch_the_index_alone_and_the_tree():
     assert f.hub_urls("https://huggingface.co/", MODEL) == {
         "index": "https://huggingface.co/Qwen/Qwen3.5-122B-A10B-FP8/resolve/main/model.safetensors.index.json",
         "tree": "https://huggingface.co/api/models/Qwen/Qwen3.5-122B-A10B-FP8/tree/main?recursive=true"}
-    assert f.hub_urls("https://hf.example", MODEL, "refs/pr/1")["index"].endswith("/resolve/refs%2Fpr%2F1/"
-                                                                                    "model.safetensors.index.json")
+    index = f.hub_urls("https://hf.example", MODEL, "refs/pr/1")["index"]
+    assert index.endswith("/resolve/refs%2Fpr%2F1/model.safetensors.index.json")
 
 
 def test_local_copy_reads_the_index_and_what_is_there(tmp_path):
     assert f.local_copy(str(tmp_path / "absent"))["exists"] is False
+    shards = {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": QWEN122}, "weight_map": {"a": "model-00001-of-00002.safetensors",
-                                                              "b": "model-00002-of-00002.safetensors"}}))
+        {"metadata": {"total_size": QWEN122}, "weight_map": shards}))
     (tmp_path / "model-00001-of-00002.safetensors").write_bytes(b"x" * 100)
     copy = f.local_copy(str(tmp_path))
     assert (copy["index_bytes"], copy["present_bytes"], copy["complete"]) == (QWEN122, 100, False)
@@ -91,8 +91,8 @@ def test_field_122b_on_one_128_gb_spark_is_refused_with_the_figures_and_fixes():
     assert result["figures"]["share_bytes"] == QWEN122 and result["figures"]["budget_bytes"] == int(SPARK_128 * 0.8)
 
 
-@pytest.mark.parametrize("memory,tp,fits", [(SPARK_128, 2, True), (SPARK_128, 4, True), (SPARK_64, 2, False),
-                                             (SPARK_64, 4, True), (SPARK_128, 1, False)])
+@pytest.mark.parametrize("memory,tp,fits", [
+    (SPARK_128, 2, True), (SPARK_128, 4, True), (SPARK_64, 2, False), (SPARK_64, 4, True), (SPARK_128, 1, False)])
 def test_122b_fp8_on_128_and_64_gb_sparks(memory, tp, fits):
     result = verdict(checkpoint(QWEN122), tp=tp, memory=memory, is_head=False, host="spark-a2", cluster="pair_a")
     assert result["figures"]["fits_memory"] is fits
@@ -137,8 +137,8 @@ def test_a_complete_copy_needs_no_room_and_workers_are_not_judged_on_disk():
 
 def test_unknown_size_is_a_note_and_a_failed_hub_read_stops_the_head():
     quiet = verdict({"total_bytes": 0, "error": "", "url": ""})
-    assert quiet["errors"] == [] and quiet["notes"][0].startswith("spark-d1: the size of Qwen/Qwen3.5-122B-A10B-FP8 "
-                                                                    "is unknown")
+    assert quiet["errors"] == []
+    assert quiet["notes"][0].startswith("spark-d1: the size of Qwen/Qwen3.5-122B-A10B-FP8 is unknown")
     gated = {"total_bytes": 0, "url": "https://huggingface.co/x/y/resolve/main/model.safetensors.index.json",
              "status": 401, "error": "HTTP 401 Unauthorized"}
     (error,) = verdict(gated)["errors"]
