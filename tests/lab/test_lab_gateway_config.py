@@ -1,5 +1,5 @@
 """The gateway's rendered configurations are ones HAProxy itself accepts (haproxy -c in the lab's HAProxy image,
-Debian 12's 2.6; the official 3.0 image real gateways run accepts the same keywords), and a broken one is refused."""
+Debian 13's 3.0, the branch of the official haproxy:3.0 image real gateways run), and a broken one is refused."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from labkit import LAB, run, tested_with
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway as gw
 
-IMAGE = "lab/haproxy:2.6"
+IMAGE = "lab/haproxy:3.0"
 
 CASES = {
     "one model, one cluster": ({"qwen3-30b-a3b": [{"name": "pair1", "address": "10.0.0.11", "port": 8100}]}, {}),
@@ -28,9 +28,9 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def image():
-    run([*LAB, "images", "haproxy-2.6"])
+    run([*LAB, "images", "haproxy-3.0"])
     shown = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "haproxy", IMAGE, "-v"],
-                           capture_output=True, text=True, check=False).stdout  # "HAProxy version 2.6.12-1+deb12u1 ..."
+                           capture_output=True, text=True, check=False).stdout  # "HAProxy version 3.0.11-1+deb13u4 ..."
     tested_with("haproxy", f"`{IMAGE}`", shown.split("version ", 1)[1].split()[0] if "version " in shown else "")
     return IMAGE
 
@@ -42,8 +42,9 @@ def haproxy_check(tmp_path, config, keys=None):
     if keys is not None:
         (tmp_path / "keys").write_text(keys)
         (tmp_path / "keys").chmod(0o644)
+    # -V: HAProxy 3.0's -c says "Configuration file is valid" only when verbose (2.6 always did; the role reads the rc)
     return subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "99:99", "--entrypoint", "haproxy",
-                           "-v", f"{tmp_path}:/usr/local/etc/haproxy:ro", IMAGE, "-c", "-f",
+                           "-v", f"{tmp_path}:/usr/local/etc/haproxy:ro", IMAGE, "-c", "-V", "-f",
                            "/usr/local/etc/haproxy/haproxy.cfg"], capture_output=True, text=True, check=False)
 
 
