@@ -959,15 +959,12 @@ def stop_registry() -> None:
 
 
 def registry_inventory_vars(indent: str) -> list[str]:
-    """The inventory lines of a group's vars (INDENT in) that name each pushed image by its registry reference; none
-    when the registry is not running. A group's vars, not all's: inventories/lab/group_vars/all.yml names the local
-    images, and a child group's vars win over it."""
+    """A host's inventory lines (INDENT in) that name each pushed image by its registry reference; none when the
+    registry is not running. Host variables: inventories/lab/group_vars/all.yml names the local images, and a group's
+    variables in the inventory file do not win over group_vars/ files."""
     pushed = registry_pushed()
-    if not any(image in REGISTRY_VARIABLES for image in pushed):
-        return []
-    return ([f"{indent[:-2]}vars:", f"{indent}# The lab's registry (lab.py registry): the nodes pull these."]
-            + [f"{indent}{REGISTRY_VARIABLES[image]}: {registry_ref(image)}"
-               for image in sorted(pushed) if image in REGISTRY_VARIABLES])
+    return [f"{indent}{REGISTRY_VARIABLES[image]}: {registry_ref(image)}  # the lab's registry (lab.py registry)"
+            for image in sorted(pushed) if image in REGISTRY_VARIABLES]
 
 
 def cmd_registry(args: argparse.Namespace) -> None:
@@ -1198,7 +1195,6 @@ def write_inventory(nodes: list[str]) -> None:
         f"    dgxspark_fabric_interface: {FABRIC_IFNAMES[0]}",
         "  children:",
         "    spark_pairs:",
-        *registry_inventory_vars(" " * 8),
         "      children:",
     ]
     for number, members in sorted(clusters.items()):
@@ -1214,6 +1210,7 @@ def write_inventory(nodes: list[str]) -> None:
                 f"            {name}:",
                 f"              ansible_host: {mgmt_ip}",
                 f"              dgxspark_node_role: {'head' if name == members[0] else 'worker'}",
+                *registry_inventory_vars(" " * 14),
             ]
             if size == 1:
                 continue  # a single Spark: no fabric
@@ -1222,8 +1219,8 @@ def write_inventory(nodes: list[str]) -> None:
                 out_lines.append(f"              dgxspark_fabric_interface: {ifname}  # cabled on another CX7 port")
     if gateway:
         # The gateway box (up --gateway): on the LAN only, not a cluster member.
-        out_lines += ["    dgxspark_gateway:", *registry_inventory_vars(" " * 8), "      hosts:", f"        {GATEWAY_NODE}:",
-                      f"          ansible_host: {gateway_ip()}"]
+        out_lines += ["    dgxspark_gateway:", "      hosts:", f"        {GATEWAY_NODE}:",
+                      f"          ansible_host: {gateway_ip()}", *registry_inventory_vars(" " * 10)]
     INVENTORY.parent.mkdir(parents=True, exist_ok=True)
     INVENTORY.write_text("\n".join(out_lines) + "\n")
     log(f"inventory written to {INVENTORY}")

@@ -38,6 +38,12 @@ options:
     - Each member's ID of the serving image (inventory name to C(sha256:...)); the IDs differ across image stores
       (containerd store against a graph driver). Empty IDs are left out.
     type: dict
+  source:
+    description:
+    - The image the serving image was built from, as the head pulled it (C(dgxspark.vllm.image_pull)'s
+      C(image_pull_result)) - C(image), C(id), C(digest) (C(repository@sha256:...)); recorded as C(source).
+    type: dict
+    version_added: 0.2.0
   host:
     description: The host named in errors (C(inventory_hostname)).
     type: str
@@ -56,7 +62,8 @@ RETURN = r"""
 _value:
   description:
   - The record - C(image), C(image_id), C(image_ids), C(model), C(model_revision), C(served_model_name), C(backend), C(settings), C(endpoint)
-    (C(url), C(host), C(port)), C(remedies). No secrets.
+    (C(url), C(host), C(port)), C(remedies), C(source) (C(image), C(id), C(digest) of the pulled source image, or
+    empty). No secrets.
   type: dict
 """
 
@@ -65,10 +72,11 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _release
 
 
-def release_record(wanted, enforce_eager=None, remedies=None, endpoint=None, image_id="", image_ids=None, host=None):
+def release_record(wanted, enforce_eager=None, remedies=None, endpoint=None, image_id="", image_ids=None, source=None,
+                   host=None):
     try:
         return _release.finish(wanted, enforce_eager=enforce_eager, remedies=remedies or [], endpoint=endpoint,
-                               image_id=image_id or "", image_ids=image_ids)
+                               image_id=image_id or "", image_ids=image_ids, source=source)
     except (_release.ReleaseError, KeyError, TypeError) as exc:
         raise AnsibleFilterError(f"{host or ''}{': ' if host else ''}release_record: {exc}") from exc
 

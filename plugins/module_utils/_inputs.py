@@ -78,6 +78,7 @@ IMAGE = "image"
 MODEL = "model"
 MODEL_OR_PATH = "model_or_path"
 REVISION_KIND = "revision"
+PULL_KIND = "pull"
 OWN_DIR = "own_dir"
 DATA_DIR = "data_dir"
 
@@ -94,6 +95,8 @@ VARIABLES = {
     "dgxspark_fleet_group": NAME_KIND,
     "dgxspark_gateway_group": NAME_KIND,
     "dgxspark_image": IMAGE,
+    "dgxspark_image_pull": PULL_KIND,
+    "image_pull_policy": PULL_KIND,
     "hybrid_image_source": IMAGE,
     "hybrid_image_base": IMAGE,
     "dgxspark_model": MODEL,
@@ -275,6 +278,18 @@ def revision(value) -> str:
                      "no '..'), e.g. main")
 
 
+PULL_POLICIES = ("missing", "always", "never")
+
+
+def pull_policy(value) -> str:
+    """When the head pulls dgxspark_image (role image_pull)."""
+    text = _text(value, "set it to missing, always or never")
+    if text in PULL_POLICIES:
+        return text
+    raise InputError(f"is {text!r:.60}; set it to missing (pull when the node lacks the image, the default), always "
+                     "(pull a newer image under the tag every run) or never (pull nothing)")
+
+
 def _plain_path(text: str) -> bool:
     return bool(PLAIN_PATH.fullmatch(text)) and not any(p in (".", "..") for p in _components(text))
 
@@ -302,7 +317,7 @@ def data_dir(value) -> str:
 
 
 CHECKS = {IP: ip, SECRET_KIND: secret, HF_TOKEN_KIND: hf_token, NAME_KIND: name, IMAGE: image, MODEL: model, MODEL_OR_PATH: model_or_path,
-          REVISION_KIND: revision,
+          REVISION_KIND: revision, PULL_KIND: pull_policy,
           OWN_DIR: own_dir, DATA_DIR: data_dir}
 
 

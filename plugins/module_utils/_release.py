@@ -190,8 +190,10 @@ def for_cluster(release: dict[str, t.Any], nodes: t.Any = None) -> dict[str, t.A
 
 def finish(release: t.Mapping[str, t.Any], *, enforce_eager: bool | None = None,
            remedies: t.Sequence[t.Any] = (), endpoint: t.Mapping[str, t.Any] | None = None,
-           image_id: str = "", image_ids: t.Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
-    """The complete record: the known-bad combinations' decision on enforce_eager, remedies, endpoint, image ID.
+           image_id: str = "", image_ids: t.Mapping[str, t.Any] | None = None,
+           source: t.Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
+    """The complete record: the known-bad combinations' decision on enforce_eager, remedies, endpoint, image ID, and
+    the image the serving image was built from, as pulled (``source``).
 
     ``image_ids`` maps each member to the ID its Docker engine gives the serving image. One image has one ID on
     engines of one kind, and another on a node with the containerd image store (Docker 29's default) next to a
@@ -223,6 +225,28 @@ def finish(release: t.Mapping[str, t.Any], *, enforce_eager: bool | None = None,
             raise ReleaseError(f"endpoint needs host, port and url, is {endpoint!r}")
         endpoint = {"url": str(endpoint["url"]), "host": str(endpoint["host"]), "port": port}
     record["endpoint"] = endpoint
+    record["source"] = source_record(source)
+    return record
+
+
+SOURCE_KEYS = ("image", "id", "digest")
+
+
+def source_record(source: t.Mapping[str, t.Any] | None) -> dict[str, str]:
+    """The release's ``source``: the image the serving image was built from (or is), as the head pulled it -
+    ``image`` (the reference), ``id`` and ``digest`` (``repository@sha256:...`` as its registry served it, '' when it
+    was never pulled). {} when not known. Not compared between releases: a rebuilt image says what changed."""
+    if not source:
+        return {}
+    if not isinstance(source, t.Mapping):
+        raise ReleaseError(f"source must be a mapping (image, id, digest), is {source!r}")
+    record = {key: str(source.get(key) or "").strip() for key in SOURCE_KEYS}
+    if not record["image"]:
+        return {}
+    if record["id"] and not _ID.fullmatch(record["id"]):
+        raise ReleaseError(f"source: the image ID must be sha256:<64 hex digits>, is {record['id']!r}")
+    if record["digest"] and not re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", record["digest"]):
+        raise ReleaseError(f"source: the digest must be repository@sha256:<64 hex digits>, is {record['digest']!r}")
     return record
 
 

@@ -109,7 +109,9 @@ ENGINE_FILES = ("tests/lab/test_lab_deploy.py", "tests/lab/test_lab_serve_faults
 OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the image test_real_vllm serves
                # molecule test --all, on a lab of its own (mp engines, no Ray)
                "tests/lab/test_molecule.py",
-               "tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py", "tests/lab/test_lab_image_sync.py",
+               "tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py",
+               # the lab's registry (lab.py registry); deploys with the mp backend (no Ray)
+               "tests/lab/test_lab_registry.py", "tests/lab/test_lab_image_sync.py",
                "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
                "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
                "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",

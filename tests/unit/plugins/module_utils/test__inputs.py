@@ -243,3 +243,14 @@ def test_a_key_or_an_explicit_no_key_serves_and_playbooks_that_do_not_serve_need
 
 def test_a_value_that_cannot_be_read_is_left_to_the_role_by_the_grammar_checks():
     assert i.check_host("s1", {"dgxspark_api_key": i.Unreadable("vault_dgxspark_api_key")}) == []
+
+
+@pytest.mark.parametrize("value", ["sometimes", "Always", "true", "pull"])
+def test_dgxspark_image_pull_other_than_missing_always_never_is_refused_at_the_first_task(value):
+    """Issue 33, 2: dgxspark_image_pull (new) is checked with the inventory's other values, before any task changes a
+    node; at 13f6075 it did not exist (no check, no pull)."""
+    problem = i.check_value("spark-1", "dgxspark_image_pull", value)
+    assert problem.startswith(f"host spark-1: dgxspark_image_pull is {value!r}; set it to missing"), problem
+    assert i.check_host("spark-1", {"dgxspark_image_pull": value}) == [problem]
+    for good in ("missing", "always", "never"):
+        assert i.check_value("spark-1", "dgxspark_image_pull", good) is None
