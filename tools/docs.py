@@ -74,6 +74,9 @@ def image_when(when: t.Mapping[str, t.Any], defaults: t.Mapping[str, t.Any]) -> 
             words.append(f"{value}+ NCCL library files in the image")
         elif key == "nodes_min":
             words.append(f"{value}+ nodes serving together")
+        elif key == "rdma_without_verbs" and value:
+            words.append("NCCL over RDMA (`NCCL_NET=IB`, an RDMA fabric) and no `libibverbs.so.1` or no mlx5 provider "
+                         "in the image")
         elif key == "settings":
             for setting, bad in value.items():
                 unset = " (vLLM's default when unset)" if defaults.get(setting) == bad else ""

@@ -42,6 +42,15 @@ options:
     description: The node's name, put in front of each warning.
     type: str
     default: ""
+  engine_env:
+    description:
+      - The engine's environment on this node (the fabric's from M(dgxspark.vllm.rdma_facts), with the inventory's
+        over it). When it has NCCL use RDMA (C(NCCL_NET=IB), or C(NCCL_IB_DISABLE=0)), an image whose facts show no
+        C(libibverbs.so.1) or no mlx5 provider (RV(dgxspark.vllm.vllm_image_info#module:verbs)) is an error, since its
+        NCCL would stop every node's engine with C(Failed to initialize any NET plugin).
+    type: dict
+    default: {}
+    version_added: 0.2.0
 """
 
 EXAMPLES = r"""
@@ -87,11 +96,11 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._known_issues import
 display = Display()
 
 
-def known_issues(image, nodes, settings, ignore=None, host=""):
+def known_issues(image, nodes, settings, ignore=None, host="", engine_env=None):
     if not isinstance(image, dict):
         raise AnsibleFilterError(f"known_issues: expects the result of vllm_image_info, got {type(image).__name__}")
     try:
-        result = check(image, int(nodes), dict(settings), ignore=list(ignore or []))
+        result = check(image, int(nodes), dict(settings), ignore=list(ignore or []), engine_env=dict(engine_env or {}))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"known_issues: {exc}") from exc
     prefix = f"{host}: " if host else ""

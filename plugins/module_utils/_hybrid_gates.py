@@ -4,7 +4,8 @@
 
 Gate (a) runs ``pip check`` in the candidate image, gate (b) loads each architecture's model class through vLLM's
 registry (``inspect_architectures.py``, whose last ``DGXSPARK_INSPECT <json>`` line carries one result per
-architecture), gate (c) runs the image's own entrypoint and reads its ENTRYPOINT and Ray. Each judge takes the
+architecture; with the GPU asked for, as the engine containers ask, on a node that has one: ``gate_gpu_args``),
+gate (c) runs the image's own entrypoint and reads its ENTRYPOINT and Ray. Each judge takes the
 command's result (``rc``, ``stdout``, ``stderr``) and returns the gate's record: ``gate`` (its letter), ``passed``,
 ``reason`` and what the gate saw. Pure functions of their arguments (stdlib plus ansible's LooseVersion).
 """
@@ -134,6 +135,33 @@ def inspection_gate(result: dict) -> dict:
         "architectures": [{k: v for k, v in r.items() if k != "traceback"} for r in results],
         "reason": reason,
     }
+
+
+GPU_MODES = ("auto", "always", "never")
+# The engine containers ask for the GPU as `--gpus all` does (device_requests, driver nvidia, count -1): so does the
+# model-import gate where the GPU is to be had.
+GPU_RUN_ARGS = ["--gpus", "all"]
+NVIDIA_SMI_GPU = re.compile(r"^GPU [0-9]+: ", re.MULTILINE)
+
+
+def node_gpus(probe: dict | None) -> int:
+    """How many GPUs ``nvidia-smi -L`` on the node listed (0 when it failed or did not run)."""
+    if not probe or probe.get("rc") != 0 or probe.get("skipped"):
+        return 0
+    return len(NVIDIA_SMI_GPU.findall(_text(probe, "stdout")))
+
+
+def gate_gpu_args(mode: str, probe: dict | None, run_args: list | None = None) -> list[str]:
+    """The `docker run` arguments that give the model-import gate (b) the GPU, as the engine containers are given it:
+    MODE ``always`` asks for it, ``never`` does not, ``auto`` asks on a node whose ``nvidia-smi -L`` (PROBE) listed a
+    GPU. None when RUN_ARGS (the gates' extra arguments) already ask for one. Raises ValueError for another MODE."""
+    if mode not in GPU_MODES:
+        raise ValueError(f"hybrid_image_gate_gpus is {mode!r}: it must be one of {', '.join(GPU_MODES)}")
+    if any(str(arg) == "--gpus" or str(arg).startswith("--gpus=") for arg in run_args or []):
+        return []
+    if mode == "always" or (mode == "auto" and node_gpus(probe) > 0):
+        return list(GPU_RUN_ARGS)
+    return []
 
 
 def _ray_at_least(version: str | None, minimum: str) -> bool:

@@ -33,8 +33,8 @@ image, never on the host):
 :func:`inspect_image` turns either reader into the result of the
 ``vllm_image_info`` module: Python, site-packages, package versions from
 dist-info ``METADATA``, vLLM's ``Requires-Dist``, the architectures of vLLM's
-registry (parsed statically by ``_vllm_registry``), the model files and every
-NCCL library.
+registry (parsed statically by ``_vllm_registry``), the model files, every
+NCCL library and the RDMA user-space libraries (libibverbs, the mlx5 provider).
 """
 
 from __future__ import annotations
@@ -80,6 +80,20 @@ NCCL_SITE_DIRS = ("nvidia/nccl/lib", "torch/lib")
 NCCL_NAMES = ("libnccl.so", "libnccl.so.2")
 NCCL_NAME_RE = re.compile(r"^libnccl\.so(?:\.([0-9]+(?:\.[0-9]+)*))?$")
 NCCL_DIST_RE = re.compile(r"^nvidia-nccl-cu[0-9]+$")
+
+# The RDMA user-space libraries NCCL's IB transport needs (rdma-core; Debian and Ubuntu: libibverbs1 and
+# ibverbs-providers): NCCL loads libibverbs.so.1, and libibverbs lists a ConnectX device only through its mlx5 provider
+# (libibverbs/libmlx5-rdmav<ABI>.so in the library directory, a link to libmlx5.so.1). Looked for where the dynamic
+# loader finds them: LD_LIBRARY_PATH and the usual library directories.
+VERBS_DIRS = (
+    "/usr/lib/aarch64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/lib/x86_64-linux-gnu",
+    "/usr/lib64", "/lib64", "/usr/lib", "/lib", "/usr/local/lib",
+)
+VERBS_LIBRARY = "libibverbs.so.1"
+MLX5_LIBRARY = "libmlx5.so.1"
+MLX5_PROVIDER_RE = re.compile(r"^libmlx5-rdmav[0-9]+\.so$")
+VERBS_MISSING = {"libibverbs": "libibverbs.so.1 (libibverbs1)",
+                 "mlx5_provider": "the mlx5 provider libibverbs/libmlx5-rdmav*.so (ibverbs-providers)"}
 
 # Environment variables whose values are returned; every other variable is returned by name only.
 ENV_VALUE_NAMES = frozenset((
@@ -864,6 +878,35 @@ def _probe_nccl(fs: ImageFS, env: t.Mapping[str, str], sites: t.Sequence[str]) -
     return found
 
 
+def _library_file(fs: ImageFS, path: str) -> t.Optional[str]:
+    """The file PATH is (links resolved inside the image), or None when it is missing or not a file."""
+    found = fs.stat(path)
+    return found[0] if found is not None and found[1].kind == "file" else None
+
+
+def verbs_libraries(fs: ImageFS, env: t.Mapping[str, str]) -> t.Dict[str, t.Any]:
+    """The RDMA user-space libraries the image's dynamic loader would find: ``libibverbs`` (libibverbs.so.1),
+    ``mlx5`` (libmlx5.so.1) and ``mlx5_provider`` (libibverbs/libmlx5-rdmav*.so), each the path found or None (a
+    link is reported where it is, its target must be a file); ``complete`` when libibverbs and the provider are both
+    there (what NCCL's IB transport needs to see a ConnectX device), and ``missing``, what is not."""
+    dirs = [item for item in (env.get("LD_LIBRARY_PATH") or "").split(":") if item.startswith("/")]
+    result: t.Dict[str, t.Any] = {"libibverbs": None, "mlx5": None, "mlx5_provider": None}
+    for directory in _unique(normpath(item) for item in dirs + list(VERBS_DIRS)):
+        if not fs.is_dir(directory):
+            continue
+        for key, name in (("libibverbs", VERBS_LIBRARY), ("mlx5", MLX5_LIBRARY)):
+            if result[key] is None and _library_file(fs, directory + "/" + name):
+                result[key] = directory + "/" + name
+        if result["mlx5_provider"] is None:
+            for name in sorted(fs.listdir(directory + "/libibverbs") or []):
+                if MLX5_PROVIDER_RE.match(name) and _library_file(fs, directory + "/libibverbs/" + name):
+                    result["mlx5_provider"] = directory + "/libibverbs/" + name
+                    break
+    result["missing"] = [text for key, text in VERBS_MISSING.items() if result[key] is None]
+    result["complete"] = not result["missing"]
+    return result
+
+
 def inspect_image(fs: ImageFS, config: t.Optional[t.Mapping[str, t.Any]], architectures: t.Optional[t.Sequence[str]] = None,
                   model_modules: t.Optional[t.Sequence[str]] = None, deadline: t.Optional[Deadline] = None) -> t.Dict[str, t.Any]:
     """Everything ``vllm_image_info`` reports from the files of an image; ``config`` is the image's ``Config``."""
@@ -963,6 +1006,8 @@ def inspect_image(fs: ImageFS, config: t.Optional[t.Mapping[str, t.Any]], archit
     libraries = nccl_libraries(fs, walked_libs, [site.path for site in ordered], nccl_dists)
     result["nccl_libraries"] = libraries
     result["nccl_conflict"] = len(libraries) > 1
+    result["verbs"] = verbs_libraries(fs, env)
+    deadline.check("looking for the RDMA user-space libraries")
     if result["nccl_conflict"]:
         warnings.append("the image holds %d copies of NCCL: %s; a pip NCCL beside the system one hangs two-Spark inference "
                         "(%s): keep one, or make sure every process loads the same one"

@@ -13,7 +13,10 @@ KNOWN_ISSUES is the one place the collection keeps them. Each entry:
   - ``nccl_copies_min``: at least this many distinct NCCL library files in the image;
   - ``nodes_min``: at least this many nodes serve together (tensor parallelism across Sparks);
   - ``settings``: ``{name: bad value}``, a serving setting at that value (a setting left unset, None, counts as
-    ``defaults[name]``, what vLLM does when the flag is not given).
+    ``defaults[name]``, what vLLM does when the flag is not given);
+  - ``rdma_without_verbs``: the engine's environment has NCCL use RDMA (``NCCL_NET=IB``, as rdma_facts sets it on an
+    RDMA fabric, or ``NCCL_IB_DISABLE=0``) and the image lacks the RDMA user-space libraries (vllm_image_info's
+    ``verbs``: libibverbs.so.1 or the mlx5 provider missing). Facts without ``verbs`` never match.
 - ``remedy``: ``set`` (settings that avoid it, applied when the inventory left them unset; empty when no setting
   helps) and ``advice`` (what to do otherwise).
 
@@ -61,6 +64,18 @@ KNOWN_ISSUES = (
                    "advice": "rebuild the image with one NCCL (remove the pip nvidia-nccl-cu* package or the system "
                              "libnccl, so that vLLM and torch load the same library)"},
     },
+    {
+        "id": "rdma-userspace-libraries-missing",
+        "summary": "the image has no RDMA user-space libraries for NCCL's IB transport (CUDA's aarch64 base images ship "
+                   "no libibverbs): on an RDMA fabric (NCCL_NET=IB) every node's engine stops at start with \"Failed "
+                   "to initialize any NET plugin\"",
+        "source": "https://github.com/NVIDIA/nvidia-container-toolkit/issues/1877",
+        "when": {"rdma_without_verbs": True},
+        "remedy": {"set": {},
+                   "advice": "add them to the image (a Dockerfile layer: RUN apt-get update && apt-get install -y "
+                             "libibverbs1 ibverbs-providers, as https://github.com/dstackai/dstack/issues/2712 did) and "
+                             "serve that image, or serve an image that has them"},
+    },
 )
 
 # The fact each host condition reads, and how a message names it.
@@ -105,10 +120,29 @@ def image_nccl(image: t.Mapping[str, t.Any]) -> t.Tuple[t.List[str], int]:
     return sorted({v for v in versions if v}, key=version_tuple), len(libraries)
 
 
+def nccl_uses_rdma(env: t.Mapping[str, t.Any]) -> bool:
+    """Whether the engine's environment has NCCL use RDMA (as _node_container.fabric_has_rdma reads it)."""
+    net = str(env.get("NCCL_NET", ""))
+    return net == "IB" or (net != "Socket" and str(env.get("NCCL_IB_DISABLE", "1")) == "0")
+
+
+def missing_verbs(image: t.Mapping[str, t.Any]) -> t.Optional[t.List[str]]:
+    """What of the RDMA user-space libraries the image's facts miss ([] none); None when the facts do not say."""
+    verbs = image.get("verbs")
+    if not isinstance(verbs, t.Mapping) or not image.get("exists", True):
+        return None
+    return [] if verbs.get("complete") else [str(item) for item in verbs.get("missing") or ["the RDMA libraries"]]
+
+
 def _matches(when: t.Mapping[str, t.Any], nccl: t.Sequence[str], copies: int, nodes: int,
-             effective: t.Mapping[str, t.Any]) -> t.Optional[str]:
+             effective: t.Mapping[str, t.Any], rdma: bool = False,
+             verbs_missing: t.Optional[t.Sequence[str]] = None) -> t.Optional[str]:
     """Why the condition holds (a phrase naming the facts), or None."""
     why = []
+    if when.get("rdma_without_verbs"):
+        if not rdma or not verbs_missing:
+            return None
+        why.append(f"NCCL over RDMA (NCCL_NET=IB) and an image without {' and without '.join(verbs_missing)}")
     if "nccl" in when:
         low, below = version_tuple(when["nccl"]["min"]), version_tuple(when["nccl"]["below"])
         bad = [v for v in nccl if low <= version_tuple(v) < below]
@@ -131,8 +165,12 @@ def _matches(when: t.Mapping[str, t.Any], nccl: t.Sequence[str], copies: int, no
 
 
 def check(image: t.Mapping[str, t.Any], nodes: int, settings: t.Mapping[str, t.Any],
-          ignore: t.Iterable[str] = (), issues: t.Sequence[t.Mapping[str, t.Any]] = KNOWN_ISSUES) -> t.Dict[str, t.Any]:
+          ignore: t.Iterable[str] = (), issues: t.Sequence[t.Mapping[str, t.Any]] = KNOWN_ISSUES,
+          engine_env: t.Optional[t.Mapping[str, t.Any]] = None) -> t.Dict[str, t.Any]:
     """Check an image's facts and the serving settings against ISSUES.
+
+    ENGINE_ENV is the engine's environment on this node (the fabric's, with the inventory's over it): whether NCCL
+    uses RDMA there.
 
     SETTINGS maps each setting to True/False as the inventory set it, or None when left unset. Returns ``settings``
     (the values to serve with: unset ones resolved, remedies applied), ``matches`` (one dict per issue that holds,
@@ -150,9 +188,10 @@ def check(image: t.Mapping[str, t.Any], nodes: int, settings: t.Mapping[str, t.A
     explicit = {name: value for name, value in settings.items() if value is not None}
     effective = dict(DEFAULTS, **explicit)
     nccl, copies = image_nccl(image)
+    rdma, verbs_missing = nccl_uses_rdma(engine_env or {}), missing_verbs(image)
     result: t.Dict[str, t.Any] = {"settings": effective, "matches": [], "remedies": [], "warnings": [], "errors": []}
     for issue in issues:
-        why = _matches(issue["when"], nccl, copies, int(nodes), effective)
+        why = _matches(issue["when"], nccl, copies, int(nodes), effective, rdma, verbs_missing)
         if why is None:
             continue
         remedy = issue["remedy"]

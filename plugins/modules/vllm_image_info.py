@@ -18,7 +18,8 @@ description:
     the Python interpreter on its C(PATH), the site-packages directories holding vLLM, the versions of vLLM, transformers,
     torch, Ray, tokenizers and the pip NCCL (C(nvidia-nccl-cu*)) from their dist-info C(METADATA), vLLM's C(Requires-Dist)
     lines, the architectures registered in each dict of vLLM's C(vllm/model_executor/models/registry.py) (parsed
-    statically), the files under C(vllm/model_executor/models/) and every C(libnccl.so*) in the image."
+    statically), the files under C(vllm/model_executor/models/), every C(libnccl.so*) in the image and the RDMA user-space
+    libraries NCCL's IB transport loads (C(libibverbs.so.1) and the mlx5 provider, see RV(verbs))."
   - When the engine uses the overlay2 storage driver and its layer directories are readable on this node, the module reads
     the layers directly (RV(method=layers)). The merged view is resolved top layer first, honouring whiteouts and opaque
     directories. No container is created and nothing is copied.
@@ -406,6 +407,35 @@ nccl_conflict:
   returned: success
   type: bool
   sample: true
+verbs:
+  description:
+    - The RDMA user-space libraries (rdma-core; C(libibverbs1) and C(ibverbs-providers) on Debian and Ubuntu) where the
+      image's dynamic loader finds them (C(LD_LIBRARY_PATH), then the usual library directories). NCCL's IB transport
+      (C(NCCL_NET=IB), which the collection sets on an RDMA fabric) loads C(libibverbs.so.1), and libibverbs sees a
+      ConnectX device only through its mlx5 provider; an image without them stops at engine start on every node with
+      C(Failed to initialize any NET plugin).
+  returned: success
+  type: dict
+  sample: {"libibverbs": "/usr/lib/aarch64-linux-gnu/libibverbs.so.1", "mlx5": "/usr/lib/aarch64-linux-gnu/libmlx5.so.1",
+           "mlx5_provider": "/usr/lib/aarch64-linux-gnu/libibverbs/libmlx5-rdmav34.so", "complete": true, "missing": []}
+  version_added: 0.2.0
+  contains:
+    libibverbs:
+      description: Where C(libibverbs.so.1) is (its link target a file), or null.
+      type: str
+    mlx5:
+      description: Where C(libmlx5.so.1) is, or null.
+      type: str
+    mlx5_provider:
+      description: Where libibverbs' mlx5 provider (C(libibverbs/libmlx5-rdmav*.so)) is, or null.
+      type: str
+    complete:
+      description: Whether C(libibverbs.so.1) and the mlx5 provider are both there.
+      type: bool
+    missing:
+      description: What is missing, each with the Debian package that ships it.
+      type: list
+      elements: str
 """
 
 import json

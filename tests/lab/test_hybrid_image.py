@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _launcher
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, node, node_exec, run, wheelhouse
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, node, node_exec, run, wheelhouse
 
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
 NODE = node(1)
@@ -32,11 +33,13 @@ SOURCE = ["-e", f"hybrid_image_source={NEW}"]
 GRAFT = ["-e", "hybrid_image_strategy=graft", "-e", f"hybrid_image_base={OLD}"]
 
 
-def build(*args, source=tuple(SOURCE)):
-    """Run the playbook on node 1; returns (returncode, recap stats of node 1, host results by task name, stdout)."""
-    proc = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "build_hybrid_image.yml"),
-                "-l", NODE, *COMMON, *source, *args], check=False,
-               env=ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"))
+def build(*args, source=tuple(SOURCE), collection=None):
+    """Run the playbook on node 1; returns (returncode, recap stats of node 1, host results by task name, stdout).
+    COLLECTION: (root, env) of another tree of the collection (labkit.collection_as_it_was), whose playbook runs."""
+    root, env = collection or (REPO, ansible_env())
+    env = dict(env, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    proc = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(Path(root) / "playbooks" / "build_hybrid_image.yml"),
+                "-l", NODE, *COMMON, *source, *args], check=False, env=env)
     out = json.loads(proc.stdout)
     results = [(task["task"]["name"], task["hosts"][NODE]) for play in out["plays"] for task in play["tasks"]
                if NODE in task["hosts"]]
@@ -184,3 +187,77 @@ def test_a_tag_that_holds_another_image_is_built_and_verified_again(overlay):
     assert tags()[content] == verified  # the same build (Docker's cache), verified again and tagged back
     again, stats, _results, stdout = build(*args)
     assert again == 0 and stats["changed"] == 0, stdout[-3000:]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# A source image like the field's (issue 33, 3): lab/vllm-qwen35:0.17-community (lab/images/vllm-qwen35-0.17-community)
+# is the stand-in with what the field's community and NGC-based images have and the clean stand-in had not: its own
+# `pip check` already fails (a local build whose pins the image does not meet), and its model modules load only where
+# the GPU is (a CUDA extension that needs the driver's libcuda; the lab's GPU is the device nodes its
+# nvidia-container-runtime-hook puts into a --gpus container). It serves: the engine containers ask for the GPU.
+COMMUNITY = "lab/vllm-qwen35:0.17-community"
+OWN_CONFLICTS = ["lab-field-vision 0.24.0+nv25.10 has requirement numpy<2, but you have numpy 2.4.6.",
+                 "lab-field-vision 0.24.0+nv25.10 has requirement transformers==4.56.2, but you have transformers 4.57.3."]
+NO_LIBCUDA = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
+
+
+@pytest.fixture(scope="module")
+def community(overlay):
+    """The community flavour on node 1, and the Ray wheelhouse arguments of the overlay fixture."""
+    args, _result = overlay
+    run([*LAB, "images", "vllm-qwen35-0.17-community"])
+    run([*LAB, "load", COMMUNITY])
+    own = node_exec(NODE, "docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", COMMUNITY,
+                    "-m", "pip", "check", "--disable-pip-version-check", check=False)
+    assert (own.returncode, own.stdout.splitlines()) == (1, OWN_CONFLICTS), own.stdout + own.stderr
+    return args
+
+
+@pytest.fixture(scope="module")
+def community_build(community):
+    return build(*community, source=("-e", f"hybrid_image_source={COMMUNITY}"))
+
+
+def test_field_source_image_with_own_pip_conflicts_builds(community_build):
+    """The field: NGC and source-built Spark images carry conflicts of their own before any overlay. At 13f6075 gate
+    (a) had no baseline and refused the overlay for them ("2 conflict(s) not accepted"), though the overlay added
+    none; now the source's own `pip check` is the baseline and only what the overlay adds counts."""
+    rc, stats, results, stdout = community_build
+    assert rc == 0 and stats["failures"] == 0, stdout[-4000:]
+    (judged,) = task(results, "Judge the gates")
+    gate = judged["ansible_facts"]["hybrid_image_gates"]["pip_check"]
+    assert gate["passed"] is True, gate
+    assert sorted(gate["inherited"]) == OWN_CONFLICTS and sorted(gate["conflicts"]) == OWN_CONFLICTS
+    assert shown(results)[-1] == "gates: (a) pip_check passed, (b) inspection passed, (c) entrypoint passed"
+    # the image really holds them: they were inherited, not hidden
+    tag = next(name for name in tags() if ":overlay-" in name and tags()[name] == tags()[ALIAS])
+    again = node_exec(NODE, "docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", tag,
+                      "-m", "pip", "check", "--disable-pip-version-check", check=False)
+    assert (again.returncode, again.stdout.splitlines()) == (1, OWN_CONFLICTS), again.stdout
+
+
+def test_field_source_image_whose_models_load_only_with_the_gpu_passes_the_model_import_gate(community_build):
+    """The field: importing the community image's vLLM model modules without the GPU fails (its CUDA extension needs
+    libcuda). At 13f6075 gate (b) ran without the GPU and refused the image with that ImportError, though the engine
+    containers, which ask for the GPU, load them; now gate (b) asks for the GPU as they do on a node that has one."""
+    rc, stats, results, stdout = community_build
+    assert rc == 0 and stats["failures"] == 0, stdout[-4000:]
+    (gate_b,) = task(results, "Gate (b) - load each architecture's model class through vLLM's registry")
+    argv = gate_b["cmd"]
+    assert argv[argv.index("--gpus") + 1] == "all", argv
+    assert [arch["architecture"] for arch in json.loads(gate_b["stdout_lines"][-1].split(" ", 1)[1])] == QWEN35
+    # the same import without the GPU is what the field saw
+    no_gpu = node_exec(NODE, "docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", COMMUNITY, "-c",
+                       "import vllm.model_executor.models.qwen3_5", check=False)
+    assert no_gpu.returncode == 1 and NO_LIBCUDA in no_gpu.stderr, no_gpu.stderr[-2000:]
+
+
+def test_field_source_image_was_refused_by_the_gates_as_the_collection_was(community, tmp_path):
+    """The collection at 13f6075 against the same source: refused by gate (a) for the source's own conflicts and by
+    gate (b) for the import that needs the GPU. What the field saw; the two tests above pass now."""
+    rc, stats, results, stdout = build(*community, source=("-e", f"hybrid_image_source={COMMUNITY}"),
+                                       collection=collection_as_it_was(tmp_path, commit="13f6075"))
+    assert rc == 2 and stats["failures"] == 1, stdout[-4000:]
+    msg = failure(results)
+    assert "Gate (a) pip_check: FAILED - 2 conflict(s) not accepted: " + " | ".join(OWN_CONFLICTS) in msg, msg
+    assert "Gate (b) inspection: FAILED" in msg and NO_LIBCUDA in msg, msg

@@ -16,10 +16,11 @@ image as it is (no overlay build), three deploys:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, node, node_exec, run
 
 SERVE = str(REPO / "tests" / "lab" / "playbooks" / "serve.yml")
 IMAGE = "lab/vllm-qwen35:0.17"
@@ -40,9 +41,11 @@ except Exception as exc:
 """
 
 
-def serve(*args):
-    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), SERVE, *COMMON, *args], check=False,
-               env=ansible_env(), timeout=900)
+def serve(*args, collection=None):
+    """The serve playbook (COLLECTION: (root, env) of another tree of the collection, whose roles and playbook run)."""
+    root, env = collection or (REPO, ansible_env())
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(Path(root) / "tests/lab/playbooks/serve.yml"),
+                *COMMON, *args], check=False, env=env, timeout=900)
 
 
 def flat(proc):
@@ -113,3 +116,70 @@ def test_forced_cuda_graphs_stop_before_the_engine_starts(bad_nccl_lab):
     assert "set explicitly by the inventory (vllm_serve_enforce_eager)" in text
     assert "set vllm_serve_enforce_eager: true or leave it unset" in text and SOURCE in text
     assert [engine(1), engine(2)] == before  # nothing restarted: the stop came before the engine containers
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The RDMA user-space libraries (issue 33, 3). The field's images carry libibverbs and the mlx5 provider, and so do the
+# lab's engine images; lab/vllm-qwen35:0.17-noverbs (lab/images/vllm-qwen35-0.17-noverbs) is the stand-in without them,
+# as images built on CUDA's aarch64 base images come. On the lab's RDMA fabric the preflight sets NCCL_NET=IB, and the
+# stand-in NCCL, like NCCL, then finds no IB device in such an image and stops every rank.
+NOVERBS = "lab/vllm-qwen35:0.17-noverbs"
+NOVERBS_ISSUE = "rdma-userspace-libraries-missing"
+NET_PLUGIN = "Failed to initialize any NET plugin"
+
+
+def engines():
+    """Every engine container of both nodes, with its ID and start time ('' for a node without one)."""
+    return [node_exec(node(i), "docker", "ps", "-a", "--filter", "label=org.dgxspark.vllm.component",
+                      "--format", "{{.Names}} {{.ID}} {{.Status}}").stdout.strip() for i in (1, 2)]
+
+
+@pytest.fixture(scope="module")
+def noverbs(bad_nccl_lab):
+    run([*LAB, "images", "vllm-qwen35-0.17-noverbs"])
+    run([*LAB, "load", NOVERBS])
+    return bad_nccl_lab
+
+
+def image_facts(ref):
+    out = run([str(BIN / "ansible"), "-i", str(INVENTORY), node(1), "-m", "dgxspark.vllm.vllm_image_info",
+               "-a", json.dumps({"image": ref})], env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json")).stdout
+    return json.loads(out.split("=>", 1)[1])
+
+
+def test_image_facts_report_the_verbs_libraries_the_field_images_carry(noverbs):
+    lib = "/usr/lib/x86_64-linux-gnu"
+    assert image_facts(IMAGE)["verbs"] == {
+        "libibverbs": f"{lib}/libibverbs.so.1", "mlx5": f"{lib}/libmlx5.so.1",
+        "mlx5_provider": f"{lib}/libibverbs/libmlx5-rdmav34.so", "complete": True, "missing": []}
+    assert image_facts(NOVERBS)["verbs"] == {
+        "libibverbs": None, "mlx5": None, "mlx5_provider": None, "complete": False,
+        "missing": ["libibverbs.so.1 (libibverbs1)", "the mlx5 provider libibverbs/libmlx5-rdmav*.so (ibverbs-providers)"]}
+
+
+def test_field_image_without_verbs_libraries_is_refused_before_engine_start(noverbs):
+    """The field: an image without libibverbs on an RDMA fabric (NCCL_NET=IB) passed every check at 13f6075, and each
+    node's engine then stopped at start with "Failed to initialize any NET plugin" (the next test). Now each node stops
+    before any engine (re)starts, naming the image and the fix."""
+    before = engines()
+    proc = serve("-e", f"dgxspark_image={NOVERBS}")
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    text = flat(proc)
+    for i in (1, 2):
+        assert (f"{node(i)}: {NOVERBS}: the image has no RDMA user-space libraries for NCCL's IB transport") in text, \
+            text[-4000:]
+    assert ("this deployment has NCCL over RDMA (NCCL_NET=IB) and an image without libibverbs.so.1 (libibverbs1) and "
+            "without the mlx5 provider libibverbs/libmlx5-rdmav*.so (ibverbs-providers)") in text
+    assert "apt-get install -y libibverbs1 ibverbs-providers" in text
+    assert f"list {NOVERBS_ISSUE} in vllm_serve_known_issues_ignore" in text
+    assert engines() == before  # nothing (re)started: the stop came before the engine containers
+
+
+def test_field_image_without_verbs_libraries_stops_every_engine_at_start_as_the_collection_was(noverbs, tmp_path):
+    """The collection at 13f6075 served the same image: the engines started and every rank stopped in NCCL's words,
+    as in the field. What the test above now prevents."""
+    proc = serve("-e", f"dgxspark_image={NOVERBS}", collection=collection_as_it_was(tmp_path, commit="13f6075"))
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    logs = {i: node_exec(node(i), "docker", "logs", "dgxspark-vllm", check=False) for i in (1, 2)}
+    for i, log in logs.items():
+        assert NET_PLUGIN in log.stdout + log.stderr, (i, (log.stdout + log.stderr)[-3000:])

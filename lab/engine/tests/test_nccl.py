@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -92,6 +93,56 @@ def test_missing_interface_hangs_without_error(trees, models, tmp_path, procs):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+def verbs_libraries(root, provider=True):
+    """ROOT laid out as an image with Debian's libibverbs1 (and, with PROVIDER, ibverbs-providers' mlx5)."""
+    lib = root / "usr" / "lib" / "x86_64-linux-gnu"
+    (lib / "libibverbs").mkdir(parents=True)
+    (lib / "libibverbs.so.1.14.44.0").write_bytes(b"")
+    (lib / "libibverbs.so.1").symlink_to("libibverbs.so.1.14.44.0")
+    if provider:
+        (lib / "libmlx5.so.1.24.44.0").write_bytes(b"")
+        (lib / "libibverbs" / "libmlx5-rdmav34.so").symlink_to("../libmlx5.so.1.24.44.0")
+    return root
+
+
+@pytest.mark.parametrize("provider", [False, True])
+def test_nccl_net_ib_in_an_image_without_the_verbs_libraries_fails_in_nccl_words(nccl, tmp_path, monkeypatch, capsys,
+                                                                                  provider):
+    """An image without libibverbs.so.1 (or with it but without the mlx5 provider, ibverbs-providers), started with the
+    verbs devices on an RDMA fabric: NCCL finds no IB device and, with NCCL_NET=IB, stops as on a Spark."""
+    sysfs = tmp_path / "infiniband"
+    (sysfs / "rocep1s0f1").mkdir(parents=True)
+    dev = tmp_path / "dev"
+    (dev / "infiniband").mkdir(parents=True)
+    (dev / "infiniband" / "uverbs0").touch()
+    root = tmp_path / "root"
+    if provider:
+        verbs_libraries(root, provider=False)
+    else:
+        root.mkdir()
+    monkeypatch.setattr(nccl, "SYS_CLASS_INFINIBAND", sysfs)
+    monkeypatch.setenv("VLLM_LAB_DEV_ROOT", str(dev))
+    monkeypatch.setenv("VLLM_LAB_LIB_ROOT", str(root))
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "lo")
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    monkeypatch.setenv("NCCL_NET", "IB")
+    with pytest.raises(RuntimeError) as err:
+        nccl.NcclComm(0, 1, f"tcp://127.0.0.1:{free_port()}")
+    assert "ncclInvalidUsage" in str(err.value) and "Failed to initialize any NET plugin" in str(err.value)
+    captured = capsys.readouterr()
+    assert "NCCL INFO NET/IB : No device found." in captured.out
+    if provider:
+        assert "libibverbs: Warning: couldn't load driver 'libmlx5-rdmav34.so'" in captured.err
+    else:
+        assert "NCCL INFO Failed to open libibverbs.so[.1]" in captured.out
+    # The same image with both libraries uses IB.
+    shutil.rmtree(root)
+    verbs_libraries(root)
+    comm = nccl.NcclComm(0, 1, f"tcp://127.0.0.1:{free_port()}")
+    assert comm.transport == "IB"
+    comm.shutdown()
+
+
 def test_nccl_net_ib_without_verbs_devices_fails_in_nccl_words(nccl, tmp_path, monkeypatch, capsys):
     """A container that sees the RoCE sysfs tree but was not given /dev/infiniband: with NCCL_NET=IB, NCCL has no
     net to use and stops (ncclInvalidUsage), as on a Spark; without NCCL_NET it falls back to sockets."""
@@ -101,6 +152,7 @@ def test_nccl_net_ib_without_verbs_devices_fails_in_nccl_words(nccl, tmp_path, m
     dev.mkdir()
     monkeypatch.setattr(nccl, "SYS_CLASS_INFINIBAND", sysfs)
     monkeypatch.setenv("VLLM_LAB_DEV_ROOT", str(dev))
+    monkeypatch.setenv("VLLM_LAB_LIB_ROOT", str(verbs_libraries(tmp_path / "root")))
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "lo")
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
     monkeypatch.setenv("NCCL_NET", "IB")

@@ -32,3 +32,15 @@ def test_bad_input_is_a_filter_error():
         f("not a dict", nodes=2, settings={})
     with pytest.raises(AnsibleFilterError, match="unknown settings"):
         f(FACTS, nodes=2, settings={"graphs": True})
+
+
+def test_an_image_without_verbs_libraries_on_an_rdma_fabric_is_an_error_naming_the_fix():
+    """Fails at 13f6075, whose filter took no engine_env and had no such row."""
+    facts = dict(FACTS, versions={"nccl": "2.30.4"}, nccl_libraries=[], verbs={
+        "libibverbs": None, "mlx5": None, "mlx5_provider": None, "complete": False,
+        "missing": ["libibverbs.so.1 (libibverbs1)", "the mlx5 provider libibverbs/libmlx5-rdmav*.so (ibverbs-providers)"]})
+    result = plugin.known_issues(facts, 2, {"enforce_eager": None}, host="spark-1",
+                                 engine_env={"NCCL_NET": "IB", "NCCL_IB_HCA": "rocep1s0f1"})
+    (error,) = result["errors"]
+    assert "libibverbs1 ibverbs-providers" in error and "Failed to initialize any NET plugin" in error
+    assert plugin.known_issues(facts, 2, {"enforce_eager": None}, engine_env={"NCCL_NET": "Socket"})["errors"] == []

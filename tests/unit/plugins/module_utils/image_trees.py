@@ -87,9 +87,24 @@ def layers(tmp_path, count):
     return dirs
 
 
-def vllm_image(tmp_path, system_nccl=True, pip_nccl=True, ray=False):
-    """A three-layer image like a vLLM engine: base OS + Python, the pip installs, a cleanup layer. Top layer first."""
+def vllm_image(tmp_path, system_nccl=True, pip_nccl=True, ray=False, verbs=""):
+    """A three-layer image like a vLLM engine: base OS + Python, the pip installs, a cleanup layer. Top layer first.
+    VERBS: "" none of the RDMA user-space libraries, "libibverbs" Debian's libibverbs1 alone, "both" with
+    ibverbs-providers (the mlx5 provider), "removed" both installed in the base and deleted by the cleanup layer."""
     base, pip, top = layers(tmp_path, 3)
+    lib = "/usr/lib/aarch64-linux-gnu"
+    if verbs:
+        write(base, lib + "/libibverbs.so.1.14.50.0", b"v" * 64)
+        link(base, lib + "/libibverbs.so.1", "libibverbs.so.1.14.50.0")
+    if verbs in ("both", "removed"):
+        write(base, lib + "/libmlx5.so.1.24.50.0", b"m" * 64)
+        link(base, lib + "/libmlx5.so.1", "libmlx5.so.1.24.50.0")
+        link(base, lib + "/libibverbs/libmlx5-rdmav34.so", "../libmlx5.so.1.24.50.0")
+        write(base, lib + "/libibverbs/libmana-rdmav34.so", b"x")
+    if verbs == "removed":
+        for name in ("libibverbs.so.1", "libibverbs.so.1.14.50.0", "libmlx5.so.1", "libmlx5.so.1.24.50.0"):
+            write(top, lib + "/.wh." + name)
+        write(top, lib + "/.wh.libibverbs")
     write(base, "/usr/bin/python3.12", b"\x7fELF")
     link(base, "/usr/bin/python3", "python3.12")
     link(base, "/lib", "usr/lib")

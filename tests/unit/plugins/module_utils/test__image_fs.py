@@ -291,6 +291,47 @@ def test_inspect_archive_gives_the_same_answers(tmp_path):
         SITE + "/vllm/model_executor/models"]
 
 
+VERBS = {"libibverbs": "/usr/lib/aarch64-linux-gnu/libibverbs.so.1", "mlx5": "/usr/lib/aarch64-linux-gnu/libmlx5.so.1",
+         "mlx5_provider": "/usr/lib/aarch64-linux-gnu/libibverbs/libmlx5-rdmav34.so", "missing": [], "complete": True}
+NO_VERBS = {"libibverbs": None, "mlx5": None, "mlx5_provider": None, "complete": False,
+            "missing": ["libibverbs.so.1 (libibverbs1)",
+                        "the mlx5 provider libibverbs/libmlx5-rdmav*.so (ibverbs-providers)"]}
+
+
+@pytest.mark.parametrize("reader", ["layers", "archive"])
+@pytest.mark.parametrize("verbs,expected", [
+    ("both", VERBS),
+    ("", NO_VERBS),
+    # removed by a later layer (a slimmed image): what the container sees counts
+    ("removed", NO_VERBS),
+    ("libibverbs", dict(NO_VERBS, libibverbs=VERBS["libibverbs"], missing=NO_VERBS["missing"][1:])),
+])
+def test_inspect_reports_the_rdma_userspace_libraries(tmp_path, reader, verbs, expected):
+    """The field's images carry libibverbs and the mlx5 provider that NCCL_NET=IB needs; CUDA's aarch64 base images do
+    not. Fails at 13f6075, whose image facts had no verbs at all."""
+    layer_dirs = vllm_image(tmp_path / "layers", verbs=verbs)
+    if reader == "layers":
+        fs = _image_fs.OverlayFS(layer_dirs)
+    else:
+        server = ArchiveServer(flatten(layer_dirs, tmp_path / "root"))
+        fs = _image_fs.ArchiveFS(server.container, server.api)
+    result = _image_fs.inspect_image(fs, CONFIG, ARCHS, MODULES)
+    assert result["verbs"] == expected
+
+
+def test_verbs_libraries_follow_ld_library_path(tmp_path):
+    """An image with rdma-core built into /opt (MOFED-style), found through LD_LIBRARY_PATH as the loader finds it."""
+    (base,) = layers(tmp_path, 1)
+    write(base, "/opt/rdma/lib/libibverbs.so.1", b"v")
+    write(base, "/opt/rdma/lib/libibverbs/libmlx5-rdmav34.so", b"m")
+    link(base, "/opt/rdma/lib/libibverbs/libmlx4-rdmav34.so", "/nowhere")
+    fs = _image_fs.OverlayFS([base])
+    assert _image_fs.verbs_libraries(fs, {})["complete"] is False
+    found = _image_fs.verbs_libraries(fs, {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64:/opt/rdma/lib"})
+    assert found == {"libibverbs": "/opt/rdma/lib/libibverbs.so.1", "mlx5": None,
+                     "mlx5_provider": "/opt/rdma/lib/libibverbs/libmlx5-rdmav34.so", "missing": [], "complete": True}
+
+
 def test_archive_listing_limit(tmp_path):
     write(tmp_path, "/big/file", b"x" * 50000)
     server = ArchiveServer(tmp_path)

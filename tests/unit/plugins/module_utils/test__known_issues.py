@@ -24,7 +24,8 @@ def image(*versions, pip=None):
 def test_every_entry_has_a_source_a_condition_and_a_remedy():
     assert len({issue["id"] for issue in KNOWN_ISSUES}) == len(KNOWN_ISSUES)
     for issue in KNOWN_ISSUES:
-        assert issue["source"].startswith("https://github.com/vllm-project/vllm/issues/")
+        assert issue["source"].startswith(("https://github.com/vllm-project/vllm/issues/",
+                                           "https://github.com/NVIDIA/nvidia-container-toolkit/issues/"))
         assert issue["when"] and issue["remedy"]["advice"]
 
 
@@ -98,3 +99,49 @@ def test_image_nccl_reads_files_and_pip_version():
 def test_bad_input(settings, ignore, message):
     with pytest.raises(ValueError, match=message):
         check(image(), 2, settings, ignore=ignore)
+
+
+VERBS = "rdma-userspace-libraries-missing"
+RDMA_ENV = {"NCCL_NET": "IB", "NCCL_IB_HCA": "rocep1s0f1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+NO_VERBS = {"libibverbs": None, "mlx5": None, "mlx5_provider": None, "complete": False,
+            "missing": ["libibverbs.so.1 (libibverbs1)",
+                        "the mlx5 provider libibverbs/libmlx5-rdmav*.so (ibverbs-providers)"]}
+
+
+def test_an_image_without_the_verbs_libraries_on_an_rdma_fabric_stops_naming_the_fix():
+    """The field: NCCL_NET=IB with an image built on CUDA's aarch64 base (no libibverbs) stops every node's engine with
+    "Failed to initialize any NET plugin". Fails at 13f6075, which served such an image."""
+    facts = dict(image(pip="2.30.4"), verbs=NO_VERBS)
+    result = check(facts, 2, {"enforce_eager": None}, engine_env=RDMA_ENV)
+    assert [(m["id"], m["action"]) for m in result["matches"]] == [(VERBS, "unremediable")]
+    (error,) = result["errors"]
+    assert "NCCL over RDMA (NCCL_NET=IB) and an image without libibverbs.so.1 (libibverbs1) and without the mlx5 " \
+        "provider libibverbs/libmlx5-rdmav*.so (ibverbs-providers)" in error
+    assert "apt-get install -y libibverbs1 ibverbs-providers" in error
+    assert "https://github.com/NVIDIA/nvidia-container-toolkit/issues/1877" in error
+    assert f"list {VERBS} in vllm_serve_known_issues_ignore" in error
+    # only the provider missing: named alone
+    provider_only = dict(NO_VERBS, libibverbs="/usr/lib/aarch64-linux-gnu/libibverbs.so.1", missing=NO_VERBS["missing"][1:])
+    (error,) = check(dict(facts, verbs=provider_only), 1, {"enforce_eager": None}, engine_env=RDMA_ENV)["errors"]
+    assert "an image without the mlx5 provider" in error and "libibverbs1)" not in error
+
+
+@pytest.mark.parametrize("env,verbs,exists", [
+    ({"NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1"}, NO_VERBS, True),  # a socket fabric: NCCL never loads them
+    ({}, NO_VERBS, True),                                            # a single Spark: no fabric environment
+    (RDMA_ENV, dict(NO_VERBS, libibverbs="/x", mlx5_provider="/y", missing=[], complete=True), True),
+    (RDMA_ENV, None, True),                                          # facts that do not say (an older module)
+    (RDMA_ENV, NO_VERBS, False),                                     # the image is not there yet
+])
+def test_verbs_not_needed_or_present_is_no_match(env, verbs, exists):
+    facts = dict(image(pip="2.30.4"), exists=exists)
+    if verbs is not None:
+        facts["verbs"] = verbs
+    result = check(facts, 2, {"enforce_eager": None}, engine_env=env)
+    assert result["matches"] == [] and result["errors"] == []
+
+
+def test_an_ignored_verbs_issue_is_a_warning():
+    result = check(dict(image(pip="2.30.4"), verbs=NO_VERBS), 2, {"enforce_eager": None}, ignore=[VERBS],
+                   engine_env={"NCCL_IB_DISABLE": "0"})
+    assert result["errors"] == [] and [(m["id"], m["action"]) for m in result["matches"]] == [(VERBS, "ignored")]

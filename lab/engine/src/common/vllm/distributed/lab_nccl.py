@@ -31,6 +31,7 @@ import json
 import os
 import socket
 import struct
+import sys
 import threading
 import time
 from pathlib import Path
@@ -146,6 +147,27 @@ def verbs_devices(dev_root: str | None = None) -> list[str]:
         return sorted(p.name for p in root.iterdir() if p.name.startswith("uverbs"))
     except OSError:
         return []
+
+
+# The RDMA user-space libraries NCCL's IB transport loads (Debian/Ubuntu: libibverbs1 and ibverbs-providers, from
+# rdma-core): NCCL dlopens libibverbs.so.1, and libibverbs lists a ConnectX device only through its mlx5 provider
+# (libibverbs/libmlx5-rdmav*.so in the library directory). An image without them (aarch64 CUDA base images ship
+# none) has no IB device, whatever /dev/infiniband holds.
+LIB_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu",
+            "lib64", "usr/lib64", "lib", "usr/lib", "usr/local/lib")
+
+
+def verbs_userspace(env: dict | None = None, root: str | None = None) -> tuple[str | None, str | None]:
+    """(libibverbs.so.1, the mlx5 provider) as this process's loader would find them; None for one that is missing.
+    ROOT (VLLM_LAB_LIB_ROOT, default /) is where the library directories are looked for (tests point it elsewhere)."""
+    env = os.environ if env is None else env
+    base = Path(root or env.get("VLLM_LAB_LIB_ROOT") or "/")
+    dirs = [Path(d) for d in (env.get("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
+    dirs = [base / str(d).lstrip("/") for d in dirs] + [base / d for d in LIB_DIRS]
+    verbs = next((str(d / "libibverbs.so.1") for d in dirs if (d / "libibverbs.so.1").exists()), None)
+    provider = next((str(p) for d in dirs for p in sorted((d / "libibverbs").glob("libmlx5-rdmav*.so"))
+                     if p.exists()), None)
+    return verbs, provider
 
 
 # ----------------------------------------------------------------------------- logging
@@ -406,6 +428,17 @@ class NcclComm:
         self.ifname, self.ip = ifname, ip
         self.log.info(f"Bootstrap : Using {ifname}:{ip}<0>")
         devices = ib_devices(root=self.ib_root)
+        if devices:
+            verbs, provider = verbs_userspace()
+            if verbs is None:
+                self.log.info("Failed to open libibverbs.so[.1]")
+                self.log.info("NET/IB : No device found.")
+                devices = []
+            elif provider is None:
+                print("libibverbs: Warning: couldn't load driver 'libmlx5-rdmav34.so': libmlx5-rdmav34.so: cannot open "
+                      "shared object file: No such file or directory", file=sys.stderr, flush=True)
+                self.log.info("NET/IB : No device found.")
+                devices = []
         if devices and not verbs_devices():
             # libibverbs lists a device only when its /dev/infiniband/uverbsN is there (a container
             # started without --device /dev/infiniband has none).
