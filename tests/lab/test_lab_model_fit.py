@@ -9,17 +9,22 @@ Qwen3.5-122B-A10B-FP8, 35 GB for Qwen3.5-35B-A3B-FP8), which both the stand-in e
    or no room for the KV cache); now the preflight stops it, naming the cluster, the model, the figures and the fixes.
 2. The 35B model, which fits, with only its index on the head (what the first, lone fetch leaves) and a 2 GB disk where
    the weights go: 13f6075 started the download; now the preflight refuses the head's disk before it.
+3. The 122B model at TP=1 on a head that has nothing of it: the preflight asks the hub for the index alone (the lab's
+   hub: an HTTP server on the controller, on the LAN, answering as huggingface.co does with the stand-in's files) and
+   refuses the cluster before any download.
 """
 
 from __future__ import annotations
 
+import http.server
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, node, node_exec, run
+from labkit import BIN, INVENTORY, LAB, MGMT_NET, REPO, ansible_env, collection_as_it_was, node, node_exec, run
 
 DEPLOY = "playbooks/deploy_qwen35.yml"
 SINGLE = ["-e", "dgxspark_tensor_parallel_size=1", "-e", "dgxspark_pipeline_parallel_size=1"]
@@ -105,3 +110,50 @@ def test_field_head_disk_too_small_started_the_download_at_13f6075(single_spark,
     text = flat(proc)
     assert proc.returncode != 0 and "cannot hold Qwen/Qwen3.5-35B-A3B-FP8" not in text
     assert "Run the Hugging Face CLI" in text, text[-3000:]  # the download started on a disk that cannot hold it
+
+
+class LabHub(http.server.BaseHTTPRequestHandler):
+    """The hub as the lab nodes see it: the stand-in's files under /<org>/<name>/resolve/main/<file>, as huggingface.co
+    serves a repository's files; every request is recorded."""
+    files: dict = {}
+    requests: list = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        LabHub.requests.append(self.path)
+        data = LabHub.files.get(self.path)
+        self.send_response(200 if data is not None else 404)
+        self.send_header("Content-Length", str(len(data or b"")))
+        self.end_headers()
+        self.wfile.write(data or b"")
+
+    def log_message(self, *_args):
+        pass
+
+
+@pytest.fixture
+def lab_hub(tmp_path):
+    """The lab's hub on the LAN (the controller's address on the lab's management network), serving the stand-in of
+    Qwen/Qwen3.5-122B-A10B-FP8; yields its address."""
+    import sys  # pylint: disable=import-outside-toplevel
+    sys.path.insert(0, str(REPO / "lab" / "engine"))
+    import make_models  # pylint: disable=import-outside-toplevel
+    model = make_models.write_model(tmp_path, "qwen35", shard_kb=8)
+    LabHub.files = {f"/Qwen/{model.name}/resolve/main/{f.name}": f.read_bytes() for f in model.iterdir()}
+    LabHub.requests = []
+    server = http.server.ThreadingHTTPServer((f"{MGMT_NET}.1", 0), LabHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://{MGMT_NET}.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_field_model_larger_than_node_memory_is_refused_from_the_hubs_index_before_download(single_spark, lab_hub):
+    empty = "/srv/dgxspark/no-models-yet"
+    proc = deploy("-e", f"dgxspark_models_dir={empty}", "-e", f"preflight_hf_endpoint={lab_hub}")
+    text = flat(proc)
+    assert proc.returncode != 0
+    assert (f"{node(1)}: cluster1 cannot serve Qwen/Qwen3.5-122B-A10B-FP8: 119.0 GB of weights (the hub's "
+            "model.safetensors.index.json) is 110.8 GiB on each node at TP 1 x PP 1") in text, text[-4000:]
+    # The index alone was fetched; nothing was downloaded or written on the head.
+    assert LabHub.requests == ["/Qwen/Qwen3.5-122B-A10B-FP8/resolve/main/model.safetensors.index.json"]
+    assert plays(proc) == ["Check the fleet and every node"]
+    assert node_exec(node(1), "test", "-e", empty, check=False).returncode != 0
