@@ -16,10 +16,11 @@ from labkit import (BIN, INVENTORY, LAB, REPO, SSH_ARGS_NO_KEEPALIVE, ansible_en
                     node_exec, recap, report, run, sessions_cut)
 
 SERVE = "tests/lab/playbooks/serve.yml"
-# The stand-in engine loads the weights at this pace (VLLM_LAB_LOAD_SECONDS_PER_GB): the readiness wait lasts well
-# over the cut's idle limit, as a real 120 GB checkpoint's minutes of loading do.
-LOAD_SECONDS_PER_GB = "40"
-IDLE_CUT = 25
+# The stand-in engine takes this long per step (VLLM_LAB_SECONDS_PER_TOKEN): the readiness probe's first completion,
+# and with it the readiness wait, lasts well over the cut's idle limit, as a real engine's minutes of loading and
+# compiling do.
+SECONDS_PER_TOKEN = "60"
+IDLE_CUT = 30
 
 
 def ssh(hosts, i, command, *options):
@@ -59,3 +60,65 @@ def test_lab_vpn_reconnect_cuts_a_session_even_with_keepalives(lab):
     assert busy.returncode == 255 and "finished" not in out, (busy.returncode, out, err)
     assert took < 10, took
     assert len(logged) == 1 and "why=max-age" in logged[0], logged
+
+
+# ------------------------------------------------------------------------------- the long steps against a cut session
+MODEL = "Qwen/Qwen3-30B-A3B"  # its 61 GB fit a pair
+IMAGE = "lab/vllm-qwen35:0.17"
+
+
+def serve(playbook, env, *args):
+    """tests/lab/playbooks/serve.yml (of the collection ENV resolves) on the pair (vLLM's own multi-node mode: the
+    serving image has no Ray), with the ssh options of an operator whose ssh config sends no keepalives; the process."""
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(playbook), "-e", f"dgxspark_image={IMAGE}",
+                "-e", f"dgxspark_model={MODEL}", "-e", "vllm_serve_backend=mp", *args], check=False, timeout=1200,
+               env=dict(env, ANSIBLE_SSH_ARGS=SSH_ARGS_NO_KEEPALIVE))
+
+
+def slow_engine():
+    return ["-e", '{"vllm_serve_env": {"VLLM_LAB_SECONDS_PER_TOKEN": "%s"}}' % SECONDS_PER_TOKEN,
+            "-e", "vllm_serve_completion_timeout=300"]
+
+
+@pytest.fixture(scope="module")
+def pair_with_weights(lab):
+    run([*LAB, "images", "vllm-qwen35-0.17"])
+    run([*LAB, "load", IMAGE])
+    run([*LAB, "models"])
+    yield lab
+    serve(REPO / SERVE, ansible_env(), "-e", "vllm_serve_state=absent")
+
+
+def test_field_idle_controller_session_cut_during_readiness_wait_is_survived(pair_with_weights, tmp_path):
+    """Between the operator and the Sparks a NAT or firewall drops an SSH flow idle for IDLE_CUT s, and the operator's
+    ssh sends no keepalives (OpenSSH's default). The engine takes longer than that to be ready.
+    The collection as it was (13f6075) waited for readiness inside one SSH session: cut, the head is unreachable and
+    the play fails. Now the wait runs in the background on the head and each poll is a session of its own: cut
+    between two polls, the next reconnects and the pair serves; a second run changes nothing."""
+    root, old_env = collection_as_it_was(tmp_path, commit="13f6075")
+    old_serve = root / SERVE
+    assert "async:" not in (root / "roles" / "vllm_serve" / "tasks" / "present.yml").read_text()
+    with sessions_cut(1, 2, idle=IDLE_CUT) as cuts:
+        old = serve(old_serve, old_env, *slow_engine())
+        old_cuts = cuts()
+    serve(REPO / SERVE, ansible_env(), "-e", "vllm_serve_state=absent")
+    assert old.returncode != 0, old.stdout[-4000:]
+    assert recap(old.stdout, node(1))["unreachable"] == 1, old.stdout[-4000:]
+    assert old_cuts[1], old_cuts  # node 1 (the head) cut the controller's session
+
+    # A poll less often than the cut: the controller's session goes idle between two polls and is cut there.
+    poll = ["-e", f"vllm_serve_ready_poll={IDLE_CUT + 15}"]
+    with sessions_cut(1, 2, idle=IDLE_CUT) as cuts:
+        began = time.monotonic()
+        new = serve(REPO / SERVE, ansible_env(), *slow_engine(), *poll)
+        took = time.monotonic() - began
+        new_cuts = cuts()
+        again = serve(REPO / SERVE, ansible_env(), *slow_engine(), *poll)
+    assert new.returncode == 0, new.stdout[-6000:]
+    assert new_cuts[1], new_cuts  # the head's session was cut during the run, and the run went on
+    assert recap(new.stdout, node(1))["unreachable"] == 0
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert recap(again.stdout, node(1))["changed"] == 0 and recap(again.stdout, node(2))["changed"] == 0, (
+        again.stdout[-4000:])
+    report(f"readiness wait: served in {took:.0f} s with the head's idle controller sessions cut after {IDLE_CUT} s "
+           f"({len(new_cuts[1])} cut(s) on the head); 13f6075 was unreachable at the first cut")
