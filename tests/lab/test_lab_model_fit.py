@@ -157,3 +157,23 @@ def test_field_model_larger_than_node_memory_is_refused_from_the_hubs_index_befo
     assert LabHub.requests == ["/Qwen/Qwen3.5-122B-A10B-FP8/resolve/main/model.safetensors.index.json"]
     assert plays(proc) == ["Check the fleet and every node"]
     assert node_exec(node(1), "test", "-e", empty, check=False).returncode != 0
+
+
+def test_field_model_larger_than_node_memory_fails_late_in_the_engine_when_not_checked(single_spark):
+    """What 13f6075 left to the engine (here with the check turned off, the stand-in image served as it is): one rank's
+    110.83 GiB of weights do not fit the 102 GiB a Spark has free, and the engine dies with CUDA's out of memory while
+    loading - after the download, the build and the sync in the field."""
+    image = "lab/vllm-qwen35:0.17"
+    run([*LAB, "images", "vllm-qwen35-0.17"], timeout=1800)
+    run([*LAB, "load", image], timeout=900)
+    serve = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "tests" / "lab" / "playbooks" / "serve.yml"),
+             *SINGLE, "-e", "vllm_serve_backend=mp", "-e", f"dgxspark_image={image}"]
+    try:
+        proc = run([*serve, "-e", "preflight_model_fit=false"], check=False, env=ansible_env(), timeout=900)
+        text = flat(proc)
+        assert proc.returncode != 0
+        assert "cannot serve Qwen/Qwen3.5-122B-A10B-FP8" not in text  # not checked: the engine was started
+        assert ("cluster1: not serving: out of memory: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                "110.83 GiB. GPU 0 has a total capacity of 121.7 GiB of which 102.0 GiB is free.") in text, text[-4000:]
+    finally:
+        run([*serve, "-e", "vllm_serve_state=absent"], check=False, env=ansible_env(), timeout=600)
