@@ -111,7 +111,7 @@ def test_field_digest_pinned_image_deploys(registry):
 
 def test_field_image_absent_with_pull_never_stops_before_the_download_naming_the_fix(registry):
     """dgxspark_image_pull=never on a node without the image: the first play after the preflight stops the head,
-    naming it, the image and the fix; nothing is built or started."""
+    naming it, the image and the fix; nothing is pulled, built or started, and the worker stops naming its head."""
     fresh_pair(registry)
     proc = playbook("deploy_qwen35.yml", registry, *MP, "-e", "dgxspark_image_pull=never")
     assert proc.returncode != 0
@@ -119,5 +119,9 @@ def test_field_image_absent_with_pull_never_stops_before_the_download_naming_the
     assert (f"{node(1)}: the image {registry['ref']} (dgxspark_image) is not on this node, and dgxspark_image_pull is "
             "never, so nothing pulls it") in flat, flat[-3000:]
     assert "dgxspark_image_pull: missing" in flat
-    assert "TASK [dgxspark.vllm.hybrid_image" not in proc.stdout and "TASK [dgxspark.vllm.model_sync" not in proc.stdout
+    assert recap(proc, node(1))["failed"] == "1"
+    assert f"{node(2)}: pair1's serving image was not built on {node(1)}" in flat
     assert image_inspect(1, registry["ref"]) is None
+    for i in (1, 2):
+        assert node_exec(node(i), "docker", "ps", "-aq").stdout.split() == []
+        assert node_exec(node(i), "docker", "image", "ls", "-q", "dgxspark/vllm-hybrid").stdout.split() == []

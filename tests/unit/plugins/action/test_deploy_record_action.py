@@ -104,6 +104,22 @@ def test_the_facts_the_preflight_sets_are_all_left_out():
     assert names and names <= plugin.RUN_FACTS, sorted(names - plugin.RUN_FACTS)
 
 
+def test_what_the_heads_pull_did_this_run_is_not_an_input():
+    """Issue 33, 2: image_pull runs on each head before the read, and every variable it registers or sets is left out.
+    Whether it pulled (true on the run that pulled, false after) would otherwise make the next deploy of the same
+    inventory go through every step again; the image itself is compared by ID (deploy_state_images)."""
+    names = set()
+    with open(os.path.join(ROOT, "roles", "image_pull", "tasks", "main.yml"), encoding="utf-8") as f:
+        text = f.read()
+    for task in yaml.safe_load(text):
+        for inner in [task, *task.get("block", []), *task.get("rescue", [])]:
+            names.update([inner["register"]] if "register" in inner else [])
+            names.update(inner.get("ansible.builtin.set_fact", {}))
+    assert names == {"image_pull_pulled", "image_pull_found", "image_pull_result"}
+    pulled = {"image_pull_result": {"image": "r/x:1", "id": "sha256:" + "a" * 64, "pulled": True}}
+    assert digest(hostvars(s1=pulled)) == digest(hostvars(s1=dict(pulled, image_pull_result={"pulled": False})))
+
+
 def run_action(args, task_vars):
     task = Task()
     task.args = args
