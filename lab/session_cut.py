@@ -13,7 +13,8 @@ reset, as from a firewall that forgets a flow):
 - --max-age N: a flow N seconds after it was first seen, traffic or not, as a VPN that reconnects or a NAT with a
   session limit: keepalives do not save it.
 
-Each cut is one line in LOG: `<unix time> <peer>:<port> idle=<s> age=<s> why=<idle|max-age>`.
+Each cut is one line in LOG: `<unix time> <peer>:<port> idle=<s> age=<s> why=<idle|max-age>`; a look that
+failed is a line `<unix time> error <what>` (the cutter goes on).
 """
 
 from __future__ import annotations
@@ -90,15 +91,21 @@ def main(argv: list[str]) -> int:
         handle.write(f"{os.getpid()}\n")
     first_seen: dict = {}
     while True:
-        listed = subprocess.run(["ss", "-tinHO", "state", "established", f"( sport = :{args.port} )"],
-                                capture_output=True, text=True, check=False).stdout
         now = time.time()
-        for flow, why, age in to_cut(parse_flows(listed, args.port), first_seen, now, peer=args.peer,
-                                     idle=args.idle, max_age=args.max_age):
-            if cut(flow, args.port):
-                idle_s = "?" if flow["idle_ms"] is None else f"{flow['idle_ms'] / 1000:.1f}"
-                with open(args.log, "a", encoding="utf-8") as log:
-                    log.write(f"{now:.1f} {flow['peer']}:{flow['port']} idle={idle_s} age={age:.1f} why={why}\n")
+        try:
+            listed = subprocess.run(["ss", "-tinHO", "state", "established", f"( sport = :{args.port} )"],
+                                    capture_output=True, text=True, check=False).stdout
+            lines = []
+            for flow, why, age in to_cut(parse_flows(listed, args.port), first_seen, now, peer=args.peer,
+                                         idle=args.idle, max_age=args.max_age):
+                if cut(flow, args.port):
+                    idle_s = "?" if flow["idle_ms"] is None else f"{flow['idle_ms'] / 1000:.1f}"
+                    lines.append(f"{now:.1f} {flow['peer']}:{flow['port']} idle={idle_s} age={age:.1f} why={why}\n")
+        except Exception as error:  # pylint: disable=broad-exception-caught  # keep cutting; say what went wrong
+            lines = [f"{now:.1f} error {error!r}\n"]
+        if lines:
+            with open(args.log, "a", encoding="utf-8") as log:
+                log.writelines(lines)
         time.sleep(args.interval)
 
 

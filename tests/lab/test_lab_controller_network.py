@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, REPO, SSH_ARGS_NO_KEEPALIVE, ansible_env, collection_as_it_was, mgmt_ip, node,
-                    node_exec, recap, report, run, sessions_cut)
+from labkit import (BIN, INVENTORY, LAB, REPO, SSH_ARGS_NO_KEEPALIVE, ansible_env, collection_as_it_was, fleet_play,
+                    mgmt_ip, node, node_exec, recap, report, run, sessions_cut)
 
 SERVE = "tests/lab/playbooks/serve.yml"
 # The stand-in engine takes this long per step (VLLM_LAB_SECONDS_PER_TOKEN): the readiness probe's first completion,
@@ -122,3 +122,89 @@ def test_field_idle_controller_session_cut_during_readiness_wait_is_survived(pai
         again.stdout[-4000:])
     report(f"readiness wait: served in {took:.0f} s with the head's idle controller sessions cut after {IDLE_CUT} s "
            f"({len(new_cuts[1])} cut(s) on the head); 13f6075 was unreachable at the first cut")
+
+
+# The model download: the lab has no internet, so the head runs a stand-in of the Hugging Face CLI (model_sync_hf_cli
+# may be a path) that takes DOWNLOAD_SECONDS, sending nothing, then writes the model from a copy on the node.
+MODELS = "/srv/dgxspark/models"
+HUB_MODEL = "Qwen3.5-122B-A10B-FP8"
+HUB = "/var/tmp/dgxspark-test-hub"
+HF = "/usr/local/bin/dgxspark-test-hf"
+DOWNLOAD_SECONDS = 75
+STAND_IN_HF = f"""#!/bin/sh
+# A stand-in for `hf download MODEL --local-dir DIR ...`: {DOWNLOAD_SECONDS} s, then the model from {HUB}.
+set -e
+while [ $# -gt 0 ]; do
+  if [ "$1" = --local-dir ]; then dest=$2; fi
+  shift
+done
+sleep {DOWNLOAD_SECONDS}
+mkdir -p "$dest"
+cp -a {HUB}/{HUB_MODEL}/. "$dest"/
+"""
+
+
+def model_files(i):
+    """{relative path: sha256} of the model's files on node I (its dot files left out: the revision record)."""
+    listed = node_exec(node(i), "sh", "-c", f"cd {MODELS}/{HUB_MODEL} 2>/dev/null && find . -type f ! -name '.*' "
+                                            "-exec sha256sum {} + | sort -k 2", check=False).stdout
+    return {line.split()[1]: line.split()[0] for line in listed.splitlines()}
+
+
+def stop_stand_in(i):
+    """End a stand-in download the cut left running on node I (it goes on after its session is gone)."""
+    pids = node_exec(node(i), "pgrep", "-f", HF, check=False).stdout.split()
+    if pids:
+        node_exec(node(i), "kill", *pids, check=False)
+
+
+@pytest.fixture
+def hub_on_head(lab):
+    run([*LAB, "models"])
+    node_exec(node(1), "sh", "-c", f"rm -rf {HUB} && mkdir -p {HUB} && cp -a {MODELS}/{HUB_MODEL} {HUB}/")
+    node_exec(node(1), "sh", "-c", f"cat > {HF} && chmod 0755 {HF}", input_text=STAND_IN_HF)
+    yield model_files(1)
+    stop_stand_in(1)
+    node_exec(node(1), "rm", "-rf", HUB, HF)
+    run([*LAB, "models"])
+
+
+def sync(play, env, *args):
+    """The model_sync play (of the collection ENV resolves) with the stand-in CLI and no keepalives; the process."""
+    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(play),
+                "-e", f"model_sync_model=Qwen/{HUB_MODEL}", "-e", f"model_sync_hf_cli={HF}",
+                "-e", "model_sync_download_in=host", *args], check=False, timeout=900,
+               env=dict(env, ANSIBLE_SSH_ARGS=SSH_ARGS_NO_KEEPALIVE))
+
+
+def test_field_idle_controller_session_cut_during_model_download_is_survived(hub_on_head, tmp_path):
+    """The head lacks the model and downloads it for longer than the network lets an SSH flow idle (IDLE_CUT s, no
+    keepalives). 13f6075 ran the download inside one session: cut, the head is unreachable and the play fails. Now
+    the download runs in the background and each poll is a session of its own: the model arrives complete and a second
+    run changes nothing."""
+    root, old_env = collection_as_it_was(tmp_path, commit="13f6075")
+    assert "async:" not in (root / "roles" / "model_sync" / "tasks" / "fetch.yml").read_text()
+    play = tmp_path / "sync.yml"
+    play.write_text(fleet_play("Model sync", "dgxspark.vllm.model_sync"))
+    node_exec(node(1), "rm", "-rf", f"{MODELS}/{HUB_MODEL}")
+    with sessions_cut(1, 2, idle=IDLE_CUT) as cuts:
+        old = sync(play, old_env)
+        old_cuts = cuts()
+    stop_stand_in(1)
+    assert old.returncode != 0, old.stdout[-4000:]
+    assert recap(old.stdout, node(1))["unreachable"] == 1, old.stdout[-4000:]
+    assert old_cuts[1], old_cuts
+
+    node_exec(node(1), "rm", "-rf", f"{MODELS}/{HUB_MODEL}")
+    poll = ["-e", f"model_sync_download_poll={IDLE_CUT + 15}"]
+    with sessions_cut(1, 2, idle=IDLE_CUT) as cuts:
+        new = sync(play, ansible_env(), *poll)
+        new_cuts = cuts()
+        again = sync(play, ansible_env(), *poll)
+    assert new.returncode == 0, new.stdout[-6000:]
+    assert new_cuts[1], new_cuts  # the head's session was cut during the download, and the download went on
+    assert model_files(1) == hub_on_head
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert recap(again.stdout, node(1))["changed"] == 0, again.stdout[-4000:]
+    report(f"model download: {DOWNLOAD_SECONDS} s with the head's idle controller sessions cut after {IDLE_CUT} s "
+           f"({len(new_cuts[1])} cut(s)); 13f6075 was unreachable at the first cut")
