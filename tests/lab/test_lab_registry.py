@@ -111,7 +111,7 @@ def test_field_digest_pinned_image_deploys(registry):
 
 def test_field_image_absent_with_pull_never_stops_before_the_download_naming_the_fix(registry):
     """dgxspark_image_pull=never on a node without the image: the first play after the preflight stops the head,
-    naming it, the image and the fix; nothing is pulled, built or started, and the worker stops naming its head."""
+    naming it, the image and the fix; nothing is pulled, built or started on either node."""
     fresh_pair(registry)
     proc = playbook("deploy_qwen35.yml", registry, *MP, "-e", "dgxspark_image_pull=never")
     assert proc.returncode != 0
@@ -120,7 +120,6 @@ def test_field_image_absent_with_pull_never_stops_before_the_download_naming_the
             "never, so nothing pulls it") in flat, flat[-3000:]
     assert "dgxspark_image_pull: missing" in flat
     assert recap(proc, node(1))["failed"] == "1"
-    assert f"{node(2)}: pair1's serving image was not built on {node(1)}" in flat
     assert image_inspect(1, registry["ref"]) is None
     for i in (1, 2):
         assert node_exec(node(i), "docker", "ps", "-aq").stdout.split() == []
