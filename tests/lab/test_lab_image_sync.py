@@ -11,10 +11,12 @@ the collection over the lab's fabric network.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import signal
 import subprocess
+import tarfile
 import time
 
 import pytest
@@ -244,7 +246,12 @@ def test_a_worker_cannot_push_onto_its_head_and_nothing_unannounced_lands(truste
                          "source_store": "graphdriver", "next": []}).encode() + b"\n"
     refused = transfer_ssh(1, fabric_ip(2), stdin=header + framed(hostile))
     answer = json.loads(refused.stdout.decode().splitlines()[0])
-    assert answer["ok"] is False and "the archive names images of its own (RepoTags victim:latest)" in answer["error"]
+    # The names as the archive's layout carries them: index.json's annotations (Docker 25 and later: every lab node's
+    # Docker 26, as the field's 28/29) or manifest.json's RepoTags (the legacy layout: `lab.py up --docker20`).
+    with tarfile.open(fileobj=io.BytesIO(hostile)) as tar:
+        oci = "index.json" in tar.getnames()
+    named = "index.json docker.io/library/victim:latest, latest" if oci else "RepoTags victim:latest"
+    assert answer["ok"] is False and f"the archive names images of its own ({named})" in answer["error"], answer
     assert image_id(2, "victim:latest") is None and image_id(2, f"{IMAGE}:announced") is None
     assert all_image_ids(2) == before2
     # The head is as it was.
