@@ -184,9 +184,13 @@ docker_sdk:
     - Whether the Python that runs the collection's modules on this node imports the Docker SDK for Python
       (C(import docker)), which most of them need; DGX OS does not install it (Debian and Ubuntu package it as
       C(python3-docker)). C(python) is that interpreter, C(version) the SDK's version, C(error) why the import failed.
+    - C(package) is the OS package that gives this interpreter the SDK (C(python3-docker) when the interpreter is the
+      system's C(/usr/bin/python3) on Debian or Ubuntu, else empty: the OS package manager cannot install it there),
+      and C(fix) the command that installs it.
   returned: always
   type: dict
-  sample: {present: true, version: 5.0.3, python: /usr/bin/python3, error: ""}
+  sample: {present: true, version: 5.0.3, python: /usr/bin/python3, error: "", package: python3-docker,
+           fix: sudo apt-get install -y python3-docker}
   version_added: 0.2.0
 pings:
   description:
@@ -278,13 +282,19 @@ def host_platform(gpu_lines: list[str]) -> dict:
     }
 
 
-def docker_sdk() -> dict:
-    """Whether this Python imports the Docker SDK (what the collection's other modules import on this node)."""
+def docker_sdk(os_id: str) -> dict:
+    """Whether this Python imports the Docker SDK (what the collection's other modules import on this node), and the
+    package and command that install it for this interpreter on this OS."""
+    system = os_id in ("ubuntu", "debian") and sys.executable.startswith("/usr/bin/python3")
+    where = {"python": sys.executable, "package": "python3-docker" if system else "",
+             "fix": ("sudo apt-get install -y python3-docker" if system else
+                     f"{sys.executable} -m pip install docker (or set ansible_python_interpreter to /usr/bin/python3 "
+                     "and install python3-docker)")}
     try:
         import docker  # pylint: disable=import-outside-toplevel
     except Exception as exc:  # pylint: disable=broad-exception-caught  # a broken install raises more than ImportError
-        return {"present": False, "version": "", "python": sys.executable, "error": f"{type(exc).__name__}: {exc}"}
-    return {"present": True, "version": str(getattr(docker, "__version__", "")), "python": sys.executable, "error": ""}
+        return {"present": False, "version": "", "error": f"{type(exc).__name__}: {exc}", **where}
+    return {"present": True, "version": str(getattr(docker, "__version__", "")), "error": "", **where}
 
 
 def free_space(path: str) -> dict:
@@ -382,6 +392,7 @@ def main() -> None:
             memory = meminfo(fh.read())
     except OSError:
         memory = {}
+    host = host_platform(gpus["lines"])
     found = {}
     if p["trust_dir"]:
         try:
@@ -392,7 +403,7 @@ def main() -> None:
         changed=False, clock=clock, docker=docker, gpus=gpus, running_engines=engines, **found,
         paths={path: os.path.lexists(path) for path in p["paths"]},
         memory_total_bytes=memory.get("MemTotal", 0), memory_available_bytes=memory.get("MemAvailable", 0),
-        disk=free_space(p["docker_root"]), host=host_platform(gpus["lines"]), docker_sdk=docker_sdk(), pings=pings(),
+        disk=free_space(p["docker_root"]), host=host, docker_sdk=docker_sdk(host["os"]["id"]), pings=pings(),
     )
 
 

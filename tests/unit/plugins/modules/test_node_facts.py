@@ -222,7 +222,21 @@ def test_the_docker_sdk_and_its_version_are_reported(bindir, tmp_path, capsys, m
     tool(bindir, "nvidia-smi", 'echo "NVIDIA GB10, [N/A], 580.95.05, GPU-5d1c"')
     monkeypatch.setitem(sys.modules, "docker", types.SimpleNamespace(__version__="5.0.3"))
     result = run(capsys, {"docker_root": str(tmp_path)})
-    assert result["docker_sdk"] == {"present": True, "version": "5.0.3", "python": sys.executable, "error": ""}
+    sdk = result["docker_sdk"]
+    assert {k: sdk[k] for k in ("present", "version", "python", "error")} == {
+        "present": True, "version": "5.0.3", "python": sys.executable, "error": ""}
+
+
+def test_the_docker_sdk_fix_is_the_os_package_only_for_the_system_python(bindir, tmp_path, capsys, monkeypatch):
+    """The install decision is the module's (one place): python3-docker for /usr/bin/python3 on Debian or Ubuntu, pip
+    for any other interpreter (a venv's), whose import the OS package would not change."""
+    monkeypatch.setattr(mod.sys, "executable", "/usr/bin/python3")
+    assert mod.docker_sdk("ubuntu")["package"] == "python3-docker"
+    assert mod.docker_sdk("ubuntu")["fix"] == "sudo apt-get install -y python3-docker"
+    assert mod.docker_sdk("rhel")["package"] == ""
+    monkeypatch.setattr(mod.sys, "executable", "/opt/venv/bin/python")
+    sdk = mod.docker_sdk("ubuntu")
+    assert sdk["package"] == "" and sdk["fix"].startswith("/opt/venv/bin/python -m pip install docker")
 
 
 def test_every_rail_is_pinged_from_its_own_twin(bindir, tmp_path, capsys):
