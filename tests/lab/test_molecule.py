@@ -1,4 +1,4 @@
-"""`molecule test --all` in make test: every scenario under molecule/ (default, deploy, cluster4, rollout, faults,
+"""`molecule test --all` in make test: every scenario under molecule/ (default, fresh, cluster4, rollout, faults,
 teardown), each with its idempotence step, on a lab of molecule's own (prefix mol, its own subnets and inventory),
 which the default scenario's create brings up and its destroy removes: this worker's lab, which the files after this
 one use, is never touched. The scenarios deploy with the mp backend (.config/molecule/config.yml): the engine files run
@@ -15,7 +15,7 @@ import subprocess
 
 from labkit import BIN, MOLECULE_LOG, REPO, molecule_steps
 
-SCENARIOS = ("cluster4", "default", "deploy", "faults", "rollout", "teardown")
+SCENARIOS = ("cluster4", "default", "faults", "fresh", "rollout", "teardown")
 MOLECULE_LAB = {
     "DGXSPARK_LAB_PREFIX": "mol",
     "DGXSPARK_LAB_MGMT_SUBNET": "192.168.239.0/24",
