@@ -122,6 +122,8 @@ OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the 
                "tests/lab/test_lab_gateway_config.py", "tests/lab/test_lab_monitoring_rules.py",
                # the built tarball installed into a clean path, a playbook run by FQCN from outside the checkout
                "tests/lab/test_lab_release_install.py",
+               # it remakes both nodes in the fresh profile, and in the lab profile again at the end
+               "tests/lab/test_lab_fresh.py",
                # it remakes node 1 as a Docker 26 node, and makes it a Docker 20.10 node again at the end
                "tests/lab/test_lab_image_delta.py",
                # last: it remakes node 2 with the containerd store, and makes it a graph-driver node again at the end
