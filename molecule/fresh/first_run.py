@@ -42,8 +42,12 @@ EXAMPLE = REPO / "inventories" / "example"
 LAB_VARS = REPO / "inventories" / "lab" / "group_vars" / "all.yml"
 VENV_BIN = Path(sys.executable).parent
 MARK = re.compile(r"^<!-- fresh: (run|edit (\S+)) -->\s*$")
-# The example's names for what the lab has: its pair_a (two Sparks) and its gateway.
-PAIR, GATEWAY_GROUP = "pair_a", "dgxspark_gateway"
+# The example's names for what the lab has: its pair_a (two Sparks) and its gateway box, which is also its monitoring
+# host (the lab's gateway box, lab.py up --gateway).
+PAIR, GATEWAY_GROUP, MONITORING_GROUP = "pair_a", "dgxspark_gateway", "dgxspark_monitoring"
+# The lab's images a site pulls from its registry, by the variable that names them (inventories/lab/group_vars/all.yml
+# names the lab's local images; group_vars/lab.yml names them in the registry).
+IMAGE_VARIABLES = ("dgxspark_image", "gateway_image", "monitoring_prometheus_image", "monitoring_node_exporter_image")
 # Variables of the example that the lab keeps as the example has them (the lab's all.yml sets them for its own tests).
 EXAMPLE_OWNS = ("dgxspark_api_key", "dgxspark_hf_token", "dgxspark_model", "dgxspark_models_dir",
                 "dgxspark_tensor_parallel_size", "dgxspark_pipeline_parallel_size")
@@ -135,25 +139,29 @@ def edit_hosts(work: Path, relpath: str) -> None:
         mgmt_ip, fabric_ip, _ifname = lab.node_addrs(int(node.rsplit("-", 1)[1]))
         hosts[name] = {**settings, "ansible_host": mgmt_ip, "dgxspark_fabric_ip": fabric_ip}
     gateway_name = next(iter(example["all"]["children"][GATEWAY_GROUP]["hosts"]))
+    monitoring = example["all"]["children"].get(MONITORING_GROUP)
+    if monitoring and set(monitoring["hosts"]) != {gateway_name}:
+        raise SystemExit(f"the example's {MONITORING_GROUP} is not its gateway box: the lab has no other box for it")
     inventory = {"all": {
         "vars": example["all"]["vars"],
         "children": {
             "spark_pairs": {"children": {PAIR: {"hosts": hosts}}},
             GATEWAY_GROUP: {"hosts": {gateway_name: {"ansible_host": lab.gateway_ip()}}},
+            **({MONITORING_GROUP: {"hosts": {gateway_name: None}}} if monitoring else {}),
             # The lab's differences from a site, in group_vars/lab.yml: a group of every host, above `all`.
             "lab": {"children": {"spark_pairs": {}, GATEWAY_GROUP: {}}},
         }}}
     target = work / "operator" / relpath
     target.write_text("---\n# The example's pair_a and gateway at the lab's addresses (molecule/fresh/first_run.py).\n"
                       + yaml.safe_dump(inventory, sort_keys=False))
-    lab_vars = {k: v for k, v in yaml.safe_load(LAB_VARS.read_text()).items() if k not in EXAMPLE_OWNS}
+    lab_all = yaml.safe_load(LAB_VARS.read_text())
+    lab_vars = {k: v for k, v in lab_all.items() if k not in EXAMPLE_OWNS}
+    lab_vars.update({variable: lab.registry_ref(lab_all[variable]) for variable in IMAGE_VARIABLES})
     lab_vars.update(
         ansible_ssh_private_key_file=str(lab.ssh_key()),
         ansible_ssh_common_args=f"-o UserKnownHostsFile={lab.STATE / 'ssh' / f'known_hosts-{lab.PREFIX}'} "
                                 "-o IdentitiesOnly=yes -o StrictHostKeyChecking=yes",
         hybrid_image_pip_cert=str(REPO / "lab" / "host-ca.crt"),
-        dgxspark_image=lab.registry_ref("lab/vllm-qwen35:0.17"),
-        gateway_image=lab.registry_ref("lab/haproxy:2.6"),
         # vLLM's own multi-node mode: make test runs this beside the lab files that start Ray clusters.
         vllm_serve_backend=os.environ.get("DGXSPARK_MOLECULE_BACKEND", "mp"),
     )
@@ -167,8 +175,18 @@ def tarball_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def registry_images() -> list[str]:
+    lab_all = yaml.safe_load(LAB_VARS.read_text())
+    return [lab_all[variable] for variable in IMAGE_VARIABLES]
+
+
 def cmd_setup(work: Path) -> None:
     lab = lab_module()
+    # The site's registry holds the images (the fresh nodes have none): the lab's, started and filled when it lacks them.
+    lab.start_registry()
+    held = lab.registry_pushed()
+    pushed = lab.push_images(registry_images())
+    registry_changed = any(held.get(image) != digest for image, digest in pushed.items())
     dist = work / "dist"
     shutil.rmtree(dist, ignore_errors=True)
     dist.mkdir(parents=True)
@@ -177,7 +195,8 @@ def cmd_setup(work: Path) -> None:
     digest = tarball_digest(dist / f"dgxspark-vllm-{version()}.tar.gz")
     done = work / "setup.json"
     if done.exists() and json.loads(done.read_text()).get("tarball") == digest:
-        print("first_run: unchanged (the same tarball is installed and the inventory made)")
+        print("first_run: " + ("set up (images pushed again)" if registry_changed else
+                               "unchanged (the registry holds the images, the tarball is installed, the inventory made)"))
         return
     for sub in ("home", "operator"):
         shutil.rmtree(work / sub, ignore_errors=True)
