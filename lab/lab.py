@@ -1390,8 +1390,11 @@ def cmd_up(args: argparse.Namespace) -> None:
         # cluster's head (where the download would put them: the lab has no model hub), model_sync brings them on.
         if args.load:
             die("--fresh nodes start without images: push them to the lab registry instead of --load")
-        if (LAB / "engine" / "make_models.py").exists():
-            seed_models([n for n in names if (int(n.rsplit("-", 1)[1]) - 1) % args.cluster_size == 0])
+        # A head made anew only: a running one keeps what the deploy left (rewritten weights would send a rerun's
+        # model_sync to the workers again).
+        heads = [n for n in names if n in made and (int(n.rsplit("-", 1)[1]) - 1) % args.cluster_size == 0]
+        if heads and (LAB / "engine" / "make_models.py").exists():
+            seed_models(heads)
     else:
         preload = [TINY_IMAGE] + [spec for spec in args.load]
         load_images(preload, names)
