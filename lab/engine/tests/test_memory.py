@@ -101,6 +101,22 @@ def test_page_cache_taking_the_kv_caches_room_runs_out_of_memory_after_the_weigh
                               "121.7 GiB of which 7.4 GiB is free.")
 
 
+def test_the_loads_own_reads_through_the_page_cache_do_not_take_the_kv_caches_room(memory, tmp_path, monkeypatch):
+    """Loading reads the shards through the page cache: the node's free memory falls while the weights come in (the
+    lab's memory model counts the stand-in shards it read at the checkpoint's size). Those pages are the weights on
+    their way in: the KV cache is judged against the memory free before the load, as a GB10 reclaims that clean cache.
+    A deploy of the 122B model at TP=2 ran out of memory here when the figure was taken after the load."""
+    gpu = write_meminfo(tmp_path / "gpu", 102.0, free_gib=100.0)
+    monkeypatch.setenv(memory.GPU_DIR_ENV, str(gpu))
+    weights, requested = 119 * 10**9 // 2, memory.request_memory("cuda:0", 102 << 30, TOTAL_KB * 1024, 0.8)
+    free_before = memory.load_weights(0, weights)
+    assert free_before == 100 * GIB_KB * 1024
+    write_meminfo(gpu, 102.0, free_gib=36.0)  # the shards read: 64 GiB of page cache
+    memory.allocate(0, requested, weights, free_before)
+    with pytest.raises(memory.OutOfMemoryError):  # the figure after the load would have refused it
+        memory.allocate(0, requested, weights)
+
+
 def test_checkpoint_bytes_are_the_index_total_size_divided_by_tp_x_pp(memory, models, tmp_path):
     assert memory.checkpoint_bytes(models["qwen35"]) == 119 * 10**9  # what the stand-in's index says it stands for
     assert [memory.rank_share(models["qwen35"], n) for n in (1, 2, 4)] == [119 * 10**9, 59_500_000_000, 29_750_000_000]

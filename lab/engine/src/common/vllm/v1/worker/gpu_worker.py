@@ -56,8 +56,7 @@ class Worker:
         start = time.monotonic()
         model_dir = Path(self.spec["model_dir"])
         weights = lab_memory.rank_share(model_dir, self.world_size)
-        if self.requested_memory:
-            lab_memory.load_weights(self.local_rank, weights)
+        free_before_load = lab_memory.load_weights(self.local_rank, weights) if self.requested_memory else None
         model_cls = ModelRegistry.models[self.spec["architecture"]].load_model_cls()
         self.model = model_cls(vllm_config=None, prefix="")
         shards = len(list(model_dir.glob("*.safetensors")))
@@ -71,7 +70,7 @@ class Worker:
         if self.requested_memory:  # the profile run, then the KV cache out of what the budget has left
             kv_cache = lab_memory.kv_cache_memory(self.requested_memory, weights)
             logger.info("Available KV cache memory: %.2f GiB", kv_cache / 2**30)
-            lab_memory.allocate(self.local_rank, self.requested_memory, weights)
+            lab_memory.allocate(self.local_rank, self.requested_memory, weights, free_before_load)
 
     def _progress(self, done: int, total: int, elapsed: float) -> None:
         """The shard progress bar as real vLLM's first local rank writes it: no prefix, CR first, even to a file."""

@@ -93,13 +93,17 @@ def out_of_memory(device_index: int, requested: int, free: int, total: int) -> O
         f"of {format_gib(total)} GiB of which {format_gib(max(free, 0))} GiB is free.")
 
 
-def load_weights(device_index: int, weights: int) -> None:
+def load_weights(device_index: int, weights: int) -> int | None:
     """The rank's weights come out of memory the OS has not handed to anything else: page cache the kernel has not
-    dropped yet is not there for the GPU (NVIDIA's advice on Sparks: drop it before starting vLLM)."""
+    dropped yet is not there for the GPU (NVIDIA's advice on Sparks: drop it before starting vLLM). Returns the free
+    memory found before the load (None without the memory model): the load itself reads the shards through the page
+    cache, and those pages are the weights on their way in, not memory taken from the KV cache (:func:`allocate`)."""
     fields = node_meminfo()
-    if fields is None or fields["MemFree"] >= weights:
-        return
-    raise out_of_memory(device_index, weights, fields["MemFree"], fields["MemTotal"])
+    if fields is None:
+        return None
+    if fields["MemFree"] < weights:
+        raise out_of_memory(device_index, weights, fields["MemFree"], fields["MemTotal"])
+    return fields["MemFree"]
 
 
 def kv_cache_memory(requested: int, weights: int, profile: int = PROFILE_BYTES) -> int:
@@ -112,13 +116,17 @@ def kv_cache_memory(requested: int, weights: int, profile: int = PROFILE_BYTES) 
     return available
 
 
-def allocate(device_index: int, requested: int, weights: int = 0) -> None:
+def allocate(device_index: int, requested: int, weights: int = 0, free_before_load: int | None = None) -> None:
     """The KV cache (and what the profile run holds) after the rank's WEIGHTS: the whole budget REQUESTED must have
-    been free, else CUDA runs out of memory allocating the rest."""
+    been free before the load (FREE_BEFORE_LOAD, from :func:`load_weights`; the node's free memory now without it),
+    else CUDA runs out of memory allocating the rest."""
     fields = node_meminfo()
-    if fields is None or fields["MemFree"] >= requested:
+    if fields is None:
         return
-    raise out_of_memory(device_index, requested - weights, fields["MemFree"] - weights, fields["MemTotal"])
+    free = fields["MemFree"] if free_before_load is None else free_before_load
+    if free >= requested:
+        return
+    raise out_of_memory(device_index, requested - weights, free - weights, fields["MemTotal"])
 
 
 def format_gib(num_bytes: int) -> str:
