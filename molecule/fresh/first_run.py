@@ -31,6 +31,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import urllib.request
 from pathlib import Path
 
@@ -172,7 +173,13 @@ def edit_hosts(work: Path, relpath: str) -> None:
 
 
 def tarball_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """What the tarball holds, not its bytes (a build stamps times into the tar): its FILES.json, which lists every
+    file's sha256, read from the archive."""
+    with tarfile.open(path) as tar:
+        member = tar.extractfile("FILES.json")
+        if member is None:
+            raise SystemExit(f"{path} has no FILES.json")
+        return hashlib.sha256(member.read()).hexdigest()
 
 
 def registry_images() -> list[str]:
