@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: fabric_rails
 short_description: Check that every member of a cluster has the same fabric rails, and plan and judge their pings
-version_added: 0.2.0
+version_added: 0.3.0
 author:
   - dgxspark.vllm maintainers
 description:

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: hybrid_image_gate_gpus
 short_description: The docker run arguments that give the model-import gate the GPU, as the engine containers have it
-version_added: 0.2.0
+version_added: 0.3.0
 author:
   - dgxspark.vllm maintainers
 description:

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: image_pulled
 short_description: The image a node pulled, by ID and by the registry's digest
-version_added: 0.2.0
+version_added: 0.3.0
 author:
 - dgxspark.vllm maintainers
 description:

@@ -50,7 +50,7 @@ options:
         NCCL would stop every node's engine with C(Failed to initialize any NET plugin).
     type: dict
     default: {}
-    version_added: 0.2.0
+    version_added: 0.3.0
 """
 
 EXAMPLES = r"""

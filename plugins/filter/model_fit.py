@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: model_fit
 short_description: Judge whether a model fits a node's unified memory and its cluster head's disk
-version_added: 0.2.0
+version_added: 0.3.0
 author:
   - dgxspark.vllm maintainers
 description:

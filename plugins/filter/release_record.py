@@ -43,7 +43,7 @@ options:
     - The image the serving image was built from, as the head pulled it (C(dgxspark.vllm.image_pull)'s
       C(image_pull_result)) - C(image), C(id), C(digest) (C(repository@sha256:...)); recorded as C(source).
     type: dict
-    version_added: 0.2.0
+    version_added: 0.3.0
   host:
     description: The host named in errors (C(inventory_hostname)).
     type: str

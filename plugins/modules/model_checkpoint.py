@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: model_checkpoint
 short_description: The size of a model's checkpoint, read before any download, and the free disk where it goes
-version_added: 0.2.0
+version_added: 0.3.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:

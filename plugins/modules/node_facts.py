@@ -46,7 +46,7 @@ options:
     type: list
     elements: dict
     default: []
-    version_added: 0.2.0
+    version_added: 0.3.0
     suboptions:
       target:
         description: The peer's address on that rail.
@@ -185,7 +185,7 @@ docker_sdk:
       (C(import docker)), which most of them need; DGX OS does not install it (Debian and Ubuntu package it as
       C(python3-docker)). C(python) is that interpreter, C(version) the SDK's version, C(error) why the import failed.
     - C(package) is the OS package that gives this interpreter the SDK (C(python3-docker) when the interpreter is the
-      system's C(/usr/bin/python3) on Debian or Ubuntu, else empty: the OS package manager cannot install it there),
+      system's C(/usr/bin/python3) on Debian or Ubuntu, else empty - the OS package manager cannot install it there),
       and C(fix) the command that installs it.
   returned: always
   type: dict

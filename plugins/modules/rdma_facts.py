@@ -227,7 +227,7 @@ fabric_rails:
     - {interface: enp1s0f1np1, hca: rocep1s0f1, ip: 192.168.100.10, prefixlen: 24, mtu: 9000, usable: true, problem: ""}
     - {interface: enP2p1s0f1np1, hca: roceP2p1s0f1, ip: 192.168.101.10, prefixlen: 24, mtu: 9000, usable: true,
        problem: ""}
-  version_added: 0.2.0
+  version_added: 0.3.0
 transport:
   description: V(roce) when at least one RoCE port is usable, otherwise V(socket); V(none) with O(fabric=false).
   returned: always

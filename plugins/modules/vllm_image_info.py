@@ -418,7 +418,7 @@ verbs:
   type: dict
   sample: {"libibverbs": "/usr/lib/aarch64-linux-gnu/libibverbs.so.1", "mlx5": "/usr/lib/aarch64-linux-gnu/libmlx5.so.1",
            "mlx5_provider": "/usr/lib/aarch64-linux-gnu/libibverbs/libmlx5-rdmav34.so", "complete": true, "missing": []}
-  version_added: 0.2.0
+  version_added: 0.3.0
   contains:
     libibverbs:
       description: Where C(libibverbs.so.1) is (its link target a file), or null.
