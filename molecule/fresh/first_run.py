@@ -91,7 +91,7 @@ def steps(text: str) -> list[tuple[str, str]]:
 def plan(text: str, work: Path) -> list[tuple[str, str]]:
     """The steps with the substitutions made; each substitution must have matched at least once."""
     subs = substitutions(work)
-    used = {pattern: 0 for pattern, _ in subs}
+    used = {pattern: 0 for pattern, _replacement in subs}
     out = []
     for kind, body in steps(text):
         if kind == "run":

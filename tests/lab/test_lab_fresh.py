@@ -79,4 +79,4 @@ def test_field_fresh_node_preflight_installs_the_docker_sdk_once(fresh):  # pyli
         assert node_exec(node(i), "python3", "-c", "import docker", check=False).returncode == 0
     assert first.stdout.count("changed: [") >= 2, first.stdout[-4000:]
     again = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), PREFLIGHT], env=ansible_env())
-    assert all(f" changed=0 " in line for line in again.stdout.splitlines() if " : ok=" in line), again.stdout[-2000:]
+    assert all(" changed=0 " in line for line in again.stdout.splitlines() if " : ok=" in line), again.stdout[-2000:]

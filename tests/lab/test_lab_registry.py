@@ -53,7 +53,7 @@ def fresh_pair(registry):
     repository = registry["ref"].rsplit(":", 1)[0]
     for i in (1, 2):
         listed = node_exec(node(i), "docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-        names = [n for n in listed if n.rsplit(":", 1)[0] in (repository, "dgxspark/vllm-hybrid", SOURCE.split(":")[0])]
+        names = [n for n in listed if n.rsplit(":", 1)[0] in (repository, "dgxspark/vllm-hybrid", SOURCE.split(":", maxsplit=1)[0])]
         digests = node_exec(node(i), "docker", "image", "ls", "--digests", "--format", "{{.Repository}}@{{.Digest}}",
                             repository).stdout.split()
         if names or digests:

@@ -25,9 +25,9 @@ def first_run():
 
 def test_the_scenario_runs_the_quickstarts_steps_in_order(tmp_path):
     steps = first_run().plan(QUICKSTART.read_text(), tmp_path)
-    kinds = [kind for kind, _ in steps]
+    kinds = [kind for kind, _body in steps]
     assert kinds == ["run", "run", "edit", "run", "run"], steps
-    install, copy, edit, vault, deploy = (body for _, body in steps)
+    install, copy, edit, vault, deploy = (body for _kind, body in steps)
     assert "tools/install-collection.sh" in install and install.endswith("~/.ansible/collections")
     assert copy.startswith("cp -r ~/.ansible/collections/ansible_collections/dgxspark/vllm/inventories/example ")
     assert edit == "inventory/hosts.yml"

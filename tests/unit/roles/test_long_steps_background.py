@@ -41,8 +41,8 @@ def find(role, tasks_file, name):
 
 
 @pytest.mark.parametrize("role, tasks_file, name, limit, poll", LONG_STEPS, ids=[step[0] for step in LONG_STEPS])
-def test_field_long_step_runs_in_the_background_so_a_cut_controller_session_does_not_end_it(role, tasks_file, name,
-                                                                                           limit, poll):
+def test_field_long_step_runs_in_the_background_so_a_cut_controller_session_does_not_end_it(
+        role, tasks_file, name, limit, poll):
     task = find(role, tasks_file, name)
     assert limit in str(task.get("async", "")), f"{role}: '{name}' is not async (bounded by {limit}): {task}"
     assert str(task.get("poll", "")) == "{{ %s | int }}" % poll, f"{role}: '{name}' is not polled every {poll}"
