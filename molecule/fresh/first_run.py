@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The operator of the `fresh` scenario: docs/quickstart.md run as written, against the lab's fresh nodes.
 
     first_run.py setup  --work DIR   the quickstart up to the deploy: the collection built and installed from its
