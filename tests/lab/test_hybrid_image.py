@@ -252,6 +252,7 @@ def test_field_source_image_whose_models_load_only_with_the_gpu_passes_the_model
     assert no_gpu.returncode == 1 and NO_LIBCUDA in no_gpu.stderr, no_gpu.stderr[-2000:]
 
 
+@pytest.mark.slow  # 13f6075's build of the same source: make lab-test
 def test_field_source_image_was_refused_by_the_gates_as_the_collection_was(community, tmp_path):
     """The collection at 13f6075 against the same source: refused by gate (a) for the source's own conflicts and by
     gate (b) for the import that needs the GPU. What the field saw; the two tests above pass now."""

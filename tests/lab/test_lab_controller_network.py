@@ -177,6 +177,7 @@ def sync(play, env, *args):
                env=dict(env, ANSIBLE_SSH_ARGS=SSH_ARGS_NO_KEEPALIVE))
 
 
+@pytest.mark.slow  # the same async and cut as the readiness wait's test, on the download: make lab-test
 def test_field_idle_controller_session_cut_during_model_download_is_survived(hub_on_head, tmp_path):
     """The head lacks the model and downloads it for longer than the network lets an SSH flow idle (IDLE_CUT s, no
     keepalives). 13f6075 ran the download inside one session: cut, the head is unreachable and the play fails. Now

@@ -55,6 +55,7 @@ def test_field_fresh_node_sudo_asks_for_a_password_and_root_has_no_ssh(fresh):  
     assert proc.stdout.count("rc=0") == 2 and "\n0\n" in proc.stdout + "\n", proc.stdout
 
 
+@pytest.mark.slow  # 13f6075's deploy on fresh nodes: make lab-test; today's run is this file's next test and molecule's fresh
 def test_field_fresh_node_as_the_collection_was_fails_hidden_after_the_preflight(fresh, tmp_path):  # pylint: disable=unused-argument
     """At 13f6075 nothing installed or checked the Python Docker SDK: on a fresh node the preflight passed and the deploy
     stopped in the next play, in a module that imports the SDK under no_log ("the output has been hidden"), the

@@ -175,6 +175,7 @@ def test_field_image_without_verbs_libraries_is_refused_before_engine_start(nove
     assert engines() == before  # nothing (re)started: the stop came before the engine containers
 
 
+@pytest.mark.slow  # 13f6075's engines on the same image: make lab-test
 def test_field_image_without_verbs_libraries_stops_every_engine_at_start_as_the_collection_was(noverbs, tmp_path):
     """The collection at 13f6075 served the same image: the engines started and every rank stopped in NCCL's words,
     as in the field. What the test above now prevents."""

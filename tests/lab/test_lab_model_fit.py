@@ -80,6 +80,7 @@ def test_field_model_larger_than_node_memory_is_refused_before_download(single_s
     assert plays(proc) == ["Check the fleet and every node"], plays(proc)  # stopped in the first play
 
 
+@pytest.mark.slow  # 13f6075's run beside the refusal above: make lab-test
 def test_field_model_larger_than_node_memory_went_past_the_preflight_at_13f6075(single_spark, tmp_path):
     """The same deploy with the collection as it was: nothing compared the weights with memory, the deploy went on."""
     root, env = collection_as_it_was(tmp_path, commit="13f6075")
@@ -103,6 +104,7 @@ def test_field_head_disk_too_small_for_the_download_is_refused_before_download(s
         "model.safetensors.index.json"]  # nothing downloaded
 
 
+@pytest.mark.slow  # 13f6075's run beside the refusal above: make lab-test
 def test_field_head_disk_too_small_started_the_download_at_13f6075(single_spark, tmp_path):
     root, env = collection_as_it_was(tmp_path, commit="13f6075")
     proc = deploy("-e", "dgxspark_model=Qwen/Qwen3.5-35B-A3B-FP8", "-e", f"dgxspark_models_dir={SMALL_DISK}",
@@ -159,6 +161,7 @@ def test_field_model_larger_than_node_memory_is_refused_from_the_hubs_index_befo
     assert node_exec(node(1), "test", "-e", empty, check=False).returncode != 0
 
 
+@pytest.mark.slow  # the engine's own failure, with the check off: make lab-test
 def test_field_model_larger_than_node_memory_fails_late_in_the_engine_when_not_checked(single_spark):
     """What 13f6075 left to the engine (here with the check turned off, the stand-in image served as it is): one rank's
     110.83 GiB of weights do not fit the 102 GiB a Spark has free, and the engine dies with CUDA's out of memory while

@@ -90,6 +90,7 @@ def test_field_image_only_in_registry_is_pulled_when_weights_are_present(registr
     assert source == {"image": registry["ref"], "id": head["Id"], "digest": registry["digest"]}, source
 
 
+@pytest.mark.slow  # two deploys: the pull of a tag, its transfer and the record run in make test (the weights-present test)
 def test_field_digest_pinned_image_deploys(registry):
     """dgxspark_image pinned by digest (name@sha256:...): pulled by digest, built FROM it, synced, served, recorded;
     a second deploy changes nothing."""
