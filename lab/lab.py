@@ -703,10 +703,15 @@ def node_twins(i: int) -> list[tuple[str, str]]:
     return [(names[0], subnet_ip(FABRIC_SUBNET, fabric_host(i))), (names[1], subnet_ip(FABRIC2_SUBNET, fabric_host(i)))]
 
 
-def running_nodes() -> list[str]:
+def lab_nodes(*status: str) -> list[str]:
+    """This lab's node containers (only those in STATUS, e.g. "running", when given), in node order."""
     names = out(["docker", "ps", "-a", "--filter", f"label={LABEL}=node", "--filter", f"label={LABEL}.prefix={PREFIX}",
-                 "--format", "{{.Names}}"]).split()
+                 *[arg for state in status for arg in ("--filter", f"status={state}")], "--format", "{{.Names}}"]).split()
     return sorted(names, key=lambda n: int(n.rsplit("-", 1)[1]))
+
+
+def running_nodes() -> list[str]:
+    return lab_nodes("running")
 
 
 def ensure_network(name: str, subnet: str, mtu: int | None = None, fabric: bool = False) -> None:
@@ -1334,6 +1339,11 @@ def cmd_up(args: argparse.Namespace) -> None:
                     [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()
                      and n not in WHEELHOUSE_IMAGES and n != REGISTRY_BUILD]))
     ensure_network(MGMT_NET, MGMT_SUBNET)
+    # A node that stopped (this machine rebooted, its dockerd restarted) lost what `up` wired from outside (its fabric
+    # links, routes, the RDMA devices): it is made anew, not started again.
+    for name in lab_nodes("exited", "created", "dead", "paused", "restarting"):
+        log(f"{name} is not running: made anew")
+        remove_node(name)
     existing = running_nodes()
     extra = [n for n in existing if int(n.rsplit("-", 1)[1]) > args.nodes]
     for name in extra:
@@ -1417,7 +1427,7 @@ def cmd_down(args: argparse.Namespace) -> None:
     if not docker_ok():
         log("no Docker engine answers; nothing to remove")
         return
-    for name in running_nodes():
+    for name in lab_nodes():
         remove_node(name)
     if gateway_running():
         remove_node(GATEWAY_NODE)
@@ -1450,7 +1460,7 @@ def cmd_down(args: argparse.Namespace) -> None:
 
 
 def cmd_status(_args: argparse.Namespace) -> None:
-    nodes = running_nodes() if docker_ok() else []
+    nodes = lab_nodes() if docker_ok() else []
     if not nodes:
         print("no lab nodes")
         return

@@ -294,6 +294,12 @@ def test_lab_up_and_down_leave_nothing_behind(tmp_path):
     assert node_exec("ltest-1", "docker", "info", "--format", "{{.Name}}").stdout.strip() == "ltest-1"
     for ifname in FABRIC_IFNAMES:
         assert node_exec("ltest-1", "cat", f"/sys/class/net/{ifname}/mtu").stdout.strip() == "9000"
+    # A node container that stopped (the machine rebooted, its dockerd restarted) is made anew by the next `up`:
+    # e5398c5 tried to wire the stopped container and failed ("is not running"), and so did every lab test after it.
+    run(["docker", "stop", "-t", "1", "ltest-1"])
+    again = run([*LAB, "up", "--nodes", "1", "--no-engine-images", "--fabric-mtu", "9000"], env=env)
+    assert "ltest-1 is not running: made anew" in again.stderr + again.stdout
+    assert node_exec("ltest-1", "docker", "info", "--format", "{{.Name}}").stdout.strip() == "ltest-1"
     run([*LAB, "down", "--keep-images"], env=env)  # the image tags are shared with the session lab
     for kind in ("ps -a", "network ls", "volume ls"):
         listed = run(["docker", *kind.split(), "-q", "--filter", "label=org.dgxspark.lab.prefix=ltest"]).stdout
