@@ -32,21 +32,22 @@ def ssh(hosts, i, command, *options):
 
 
 def test_lab_cuts_an_idle_controller_session_and_keepalives_keep_it(lab):
-    """The cutter cuts real sessions: an ssh that sends nothing for 3 s is cut (ssh ends with 255, the remote command
-    did not finish), one whose keepalives flow every second is not."""
-    with sessions_cut(1, idle=3) as cuts:
+    """The cutter cuts real sessions: an ssh that sends nothing for 6 s is cut (ssh ends with 255, the remote command
+    did not finish), one whose keepalives flow every second is not. The margin (keepalives every 1 s against a 6 s
+    limit) holds on a loaded 2-core machine: with 3 s, CI's run saw a keepalive session go 3.4 s without a packet."""
+    with sessions_cut(1, idle=6) as cuts:
         began = time.monotonic()
-        quiet = ssh(lab, 1, "sleep 12; echo finished")
-        kept = ssh(lab, 1, "sleep 12; echo finished", "-o", "ServerAliveInterval=1")
+        quiet = ssh(lab, 1, "sleep 18; echo finished")
+        kept = ssh(lab, 1, "sleep 18; echo finished", "-o", "ServerAliveInterval=1")
         out, err = quiet.communicate(timeout=60)
         took = time.monotonic() - began
         kept_out, kept_err = kept.communicate(timeout=60)
         logged = cuts()[1]
     assert quiet.returncode == 255 and "finished" not in out, (quiet.returncode, out, err)
-    assert took < 10, took
+    assert took < 15, took
     assert kept.returncode == 0 and kept_out.strip() == "finished", (kept.returncode, kept_out, kept_err)
     assert len(logged) == 1 and "why=idle" in logged[0], logged
-    report(f"session cut: an idle controller session cut after {took:.1f} s (idle limit 3 s); keepalives kept another")
+    report(f"session cut: an idle controller session cut after {took:.1f} s (idle limit 6 s); keepalives kept another")
 
 
 def test_lab_vpn_reconnect_cuts_a_session_even_with_keepalives(lab):
@@ -89,12 +90,11 @@ def pair_with_weights(lab):
     serve(REPO / SERVE, ansible_env(), "-e", "vllm_serve_state=absent")
 
 
-def test_field_idle_controller_session_cut_during_readiness_wait_is_survived(pair_with_weights, tmp_path):
+@pytest.mark.slow  # the collection as it was, beside the test below: make lab-test
+def test_field_idle_controller_session_cut_during_readiness_wait_failed_at_13f6075(pair_with_weights, tmp_path):
     """Between the operator and the Sparks a NAT or firewall drops an SSH flow idle for IDLE_CUT s, and the operator's
-    ssh sends no keepalives (OpenSSH's default). The engine takes longer than that to be ready.
-    The collection as it was (13f6075) waited for readiness inside one SSH session: cut, the head is unreachable and
-    the play fails. Now the wait runs in the background on the head and each poll is a session of its own: cut
-    between two polls, the next reconnects and the pair serves; a second run changes nothing."""
+    ssh sends no keepalives (OpenSSH's default). The engine takes longer than that to be ready. The collection as it
+    was (13f6075) waited for readiness inside one SSH session: cut, the head is unreachable and the play fails."""
     root, old_env = collection_as_it_was(tmp_path, commit="13f6075")
     old_serve = root / SERVE
     assert "async:" not in (root / "roles" / "vllm_serve" / "tasks" / "present.yml").read_text()
@@ -106,6 +106,11 @@ def test_field_idle_controller_session_cut_during_readiness_wait_is_survived(pai
     assert recap(old.stdout, node(1))["unreachable"] == 1, old.stdout[-4000:]
     assert old_cuts[1], old_cuts  # node 1 (the head) cut the controller's session
 
+
+def test_field_idle_controller_session_cut_during_readiness_wait_is_survived(pair_with_weights):
+    """The same cut and engine as above (13f6075 was unreachable at the first cut): the wait now runs in the
+    background on the head and each poll is a session of its own: cut between two polls, the next reconnects and the
+    pair serves; a second run changes nothing."""
     # A poll less often than the cut: the controller's session goes idle between two polls and is cut there.
     poll = ["-e", f"vllm_serve_ready_poll={IDLE_CUT + 15}"]
     with sessions_cut(1, 2, idle=IDLE_CUT) as cuts:
@@ -121,7 +126,7 @@ def test_field_idle_controller_session_cut_during_readiness_wait_is_survived(pai
     assert recap(again.stdout, node(1))["changed"] == 0 and recap(again.stdout, node(2))["changed"] == 0, (
         again.stdout[-4000:])
     report(f"readiness wait: served in {took:.0f} s with the head's idle controller sessions cut after {IDLE_CUT} s "
-           f"({len(new_cuts[1])} cut(s) on the head); 13f6075 was unreachable at the first cut")
+           f"({len(new_cuts[1])} cut(s) on the head)")
 
 
 # The model download: the lab has no internet, so the head runs a stand-in of the Hugging Face CLI (model_sync_hf_cli

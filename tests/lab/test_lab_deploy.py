@@ -293,7 +293,7 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert head_container() == before
     ran = ran_tasks(full)
     assert "goes through the whole deploy: dgxspark_full_run is set" in " ".join(full.stdout.split())
-    assert any("NCCL libraries (statically, without running the image) and the engine containers" in t for t in ran), ran
+    assert any("NCCL and RDMA libraries (statically, without running the image) and the engine containers" in t for t in ran), ran
     for step in ("Pause the cluster's watchdog", "Wait for a recovery the watchdog has in flight",
                  "Make room in unified memory (drop", "Run nvidia-smi -L in a container", "Run the node's container",
                  "Check the serving image has an ssh client", "Run the watchdog"):
@@ -763,6 +763,7 @@ def test_both_nodes_restarted_head_last_serve_again_without_ansible(watched):
     assert restarts == [], restarts  # the reboot needed no recovery: a loading engine is left alone
 
 
+@pytest.mark.slow  # the watchdog's restart: test_a_stalled_engine_is_detected... in make test; the cap: make lab-test
 def test_a_cluster_that_can_never_start_stops_at_the_cap(watched):
     wait_for("a healthy cluster", completion, 120)
     # Answers for watchdog_stable_seconds forget the restarts of the tests before: the cap is counted from 0.

@@ -363,6 +363,7 @@ def test_a0_a_rollout_stops_before_the_switch_when_a_worker_lacks_the_previous_i
     assert serving("pair2")
 
 
+@pytest.mark.slow  # a failed rollout rolled back by ID: molecule's rollout scenario in make test; make lab-test
 def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fleet, tmp_path):
     before = {pair: release(pair) for pair in HEADS}
     # pair2's serving tag moves to another image on both its nodes after the deploy (an overlay rebuilt under the

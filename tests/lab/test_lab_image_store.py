@@ -160,6 +160,7 @@ def test_a_mixed_pair_serves_each_node_from_its_own_id_of_the_one_image(mixed_pa
     report(f"mixed pair serves ({node(1)} {ids[node(1)][:19]}, {node(2)} {ids[node(2)][:19]}): {answer!r}")
 
 
+@pytest.mark.slow  # per-node IDs in a rollback: unit tests and the mixed pair's serving test above; make lab-test
 def test_a_failed_rollout_rolls_each_node_of_a_mixed_pair_back_to_its_own_id(mixed_pair):
     assert mixed_pair.returncode == 0
     before, ids = release(), serving_ids()
