@@ -38,6 +38,16 @@ options:
   api_key:
     description: API key sent as a bearer token. It is never returned or logged.
     type: str
+  api_key_file:
+    description:
+      - A file on the node whose C(VLLM_API_KEY=<key>) line holds the API key (the serving env file, root only, that
+        the P(dgxspark.vllm.vllm_serve#role) role writes), read once when the probe starts. The key is then never
+        among the module's arguments, which a task run in the background (C(async)) keeps in a file on the node for
+        the whole wait.
+      - A file without that line means no key. A file that cannot be read fails the probe, naming it.
+      - Mutually exclusive with O(api_key).
+    type: path
+    version_added: 0.4.0
   containers:
     description:
       - Containers on this node whose exit or restart ends the wait at once, and whose logs feed the diagnosis.
@@ -105,6 +115,17 @@ EXAMPLES = r"""
   ansible.builtin.fail:
     msg: "{{ probe.diagnosis.summary }}"
   when: not probe.ready
+
+- name: Wait in the background, the key read from the head's serving env file (never among the job's arguments)
+  dgxspark.vllm.serve_probe:
+    url: "http://{{ ansible_host }}:8000"
+    model: qwen3.5-122b
+    api_key_file: /etc/dgxspark/vllm/serve.env
+    containers: [dgxspark-vllm]
+    timeout: 1200
+  async: 1500
+  poll: 10
+  register: probe
 """
 
 RETURN = r"""
@@ -191,6 +212,16 @@ try:
 except ImportError:
     HAS_DOCKER = False
     DOCKER_IMPORT_ERROR = traceback.format_exc()
+
+
+def read_api_key_file(path):
+    """The key of PATH's VLLM_API_KEY=<key> line (None when it has none); OSError when PATH cannot be read."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            name, sep, value = line.rstrip("\n").partition("=")
+            if sep and name.strip() == "VLLM_API_KEY":
+                return value or None
+    return None
 
 
 def http_call(method, url, api_key=None, body=None, timeout=10.0):
@@ -372,6 +403,7 @@ def main():
             "url": {"type": "str", "required": True},
             "model": {"type": "str", "required": True},
             "api_key": {"type": "str", "no_log": True},
+            "api_key_file": {"type": "path"},
             "containers": {"type": "list", "elements": "str", "default": []},
             "timeout": {"type": "int", "default": 900},
             "completion_timeout": {"type": "int", "default": 60},
@@ -383,9 +415,17 @@ def main():
             "fail_on_not_ready": {"type": "bool", "default": False},
             "started_at": {"type": "dict", "default": {}},
         },
+        mutually_exclusive=[("api_key", "api_key_file")],
         supports_check_mode=True,
     )
     params = module.params
+    if params["api_key_file"]:
+        try:
+            params["api_key"] = read_api_key_file(params["api_key_file"])
+        except OSError as error:
+            module.fail_json(msg=f"cannot read the API key file {params['api_key_file']} (api_key_file): {error}")
+        if params["api_key"]:
+            module.no_log_values.add(params["api_key"])
     watch = None
     if params["containers"]:
         if not HAS_DOCKER:

@@ -169,6 +169,10 @@ def test_sentinel_secrets_are_nowhere_a_node_or_the_play_shows(deployed):
     for index in (1, 2):
         places[f"{node(index)} /proc/*/cmdline"] = node_exec(
             node(index), "sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done").stdout
+        # What Ansible leaves on a node: its background jobs' results and its remote temp files.
+        places[f"{node(index)} ~/.ansible_async and ~/.ansible/tmp"] = node_exec(
+            node(index), "sh", "-c", "cat $(find /root/.ansible_async /root/.ansible/tmp /home/*/.ansible_async "
+                                     "/home/*/.ansible/tmp -type f 2>/dev/null) /dev/null 2>/dev/null").stdout
         names = node_exec(node(index), "docker", "ps", "-aq").stdout.split()
         assert names, f"no container on {node(index)}"
         places[f"{node(index)} docker inspect"] = node_exec(node(index), "docker", "inspect", *names).stdout

@@ -275,3 +275,21 @@ def test_a_restart_before_the_probe_began_ends_the_wait_at_once():
     unaware = sp.ContainerWatch(client, ["head"])
     unaware.start()
     assert unaware.ended() == (None, None)
+
+
+def test_api_key_file_gives_the_key_of_its_vllm_api_key_line(tmp_path):
+    env = tmp_path / "serve.env"
+    env.write_text("OTHER=1\nVLLM_API_KEY=key=with=equals\n")
+    assert sp.read_api_key_file(str(env)) == "key=with=equals"
+    env.write_text("")  # vllm_serve_allow_no_api_key: the file is there, empty
+    assert sp.read_api_key_file(str(env)) is None
+    with pytest.raises(OSError):
+        sp.read_api_key_file(str(tmp_path / "absent.env"))
+
+
+def test_real_engine_becomes_ready_with_the_key_from_the_env_file(engine, tmp_path):
+    env = tmp_path / "serve.env"
+    env.write_text("VLLM_API_KEY=secret-key\n")
+    params = dict(PARAMS, url=engine, api_key=sp.read_api_key_file(str(env)), timeout=60, interval=0.2,
+                  completion_timeout=20)
+    assert sp.probe(params)["ready"] is True
