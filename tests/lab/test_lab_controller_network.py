@@ -6,6 +6,7 @@ the long steps survive it."""
 
 from __future__ import annotations
 
+import select
 import shlex
 import subprocess
 import time
@@ -31,14 +32,24 @@ def ssh(hosts, i, command, *options):
                              f"root@{mgmt_ip(i)}", command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def started(*procs, timeout=60):
+    """Wait until each ssh session printed its first line ("started"): connected, authenticated, its command running.
+    ssh sends keepalives only from then on, so a cutter started earlier could cut a keepalive session still in its
+    handshake (CI saw both sessions cut together, 6.4 s without a packet, on a loaded machine)."""
+    for proc in procs:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        assert ready, "the ssh session did not start"
+        assert proc.stdout.readline().strip() == "started"
+
+
 def test_lab_cuts_an_idle_controller_session_and_keepalives_keep_it(lab):
     """The cutter cuts real sessions: an ssh that sends nothing for 6 s is cut (ssh ends with 255, the remote command
-    did not finish), one whose keepalives flow every second is not. The margin (keepalives every 1 s against a 6 s
-    limit) holds on a loaded 2-core machine: with 3 s, CI's run saw a keepalive session go 3.4 s without a packet."""
+    did not finish), one whose keepalives flow every second is not."""
+    quiet = ssh(lab, 1, "echo started; sleep 18; echo finished")
+    kept = ssh(lab, 1, "echo started; sleep 18; echo finished", "-o", "ServerAliveInterval=1")
+    started(quiet, kept)
     with sessions_cut(1, idle=6) as cuts:
         began = time.monotonic()
-        quiet = ssh(lab, 1, "sleep 18; echo finished")
-        kept = ssh(lab, 1, "sleep 18; echo finished", "-o", "ServerAliveInterval=1")
         out, err = quiet.communicate(timeout=60)
         took = time.monotonic() - began
         kept_out, kept_err = kept.communicate(timeout=60)
