@@ -23,11 +23,12 @@ cabled as Sparks are:
   become ``enp1s0f0np0``/``enP2p1s0f0np0``): the two ends of the pair then
   have different interface names, as on pairs cabled on different ports.
 
-- Every engine is Debian 12's Docker 20.10 (overlay2) unless ``up
-  --containerd-store N`` makes node N a Debian 13 node with Docker 26 and the
-  containerd image store (the mixed-store pair), or ``up --docker26 N`` a
-  Debian 13 node with Docker 26 and overlay2 (a graph driver, as DGX OS's
-  Docker 28 keeps images; its ``docker save`` writes the OCI layout).
+- Every engine is Debian 13's Docker 26 with overlay2 (a graph driver, as
+  DGX OS's Docker 28 keeps images; its ``docker save`` writes the OCI layout
+  of Docker 25 and later), unless ``up --containerd-store N`` makes node N's
+  Docker 26 keep images in the containerd store (the mixed-store pair), or
+  ``up --docker20 N`` makes node N a Debian 12 node with Docker 20.10 (the
+  legacy archive layout, older than any DGX OS's Docker).
 
 With ``up --gateway`` a gateway box ``<prefix>-gw`` joins the LAN only (no fabric): Docker, sshd and python3
 as on the nodes, in the inventory group ``dgxspark_gateway`` (roles/gateway runs HAProxy there).
@@ -120,10 +121,11 @@ BASE_INCLUDE = ("python3", "python3-venv", "openssh-server", "iproute2", "ca-cer
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 BASE_IMAGE = "dgxspark-lab/base:bookworm"
-# A node with the containerd image store (`up --containerd-store N`): Docker 26 from Debian 13 with the containerd
-# snapshotter, as fresh Docker 29 installs (and DGX OS images that follow them) keep images; the other nodes stay on
-# Debian 12's Docker 20.10 and its overlay2 graph driver. A pair of the two is the mixed-store case. `up --docker26 N`
-# runs the same Docker 26 with overlay2: an engine of today's archive format (OCI layout, from Docker 25) and store.
+# Every node runs Debian 13's Docker 26 (NODE_IMAGE_TRIXIE) with overlay2: an engine of today's archive format (OCI
+# layout, from Docker 25) and store, as DGX OS's Docker 28 keeps images. A node with the containerd image store
+# (`up --containerd-store N`) runs the same Docker 26 with the containerd snapshotter, as fresh Docker 29 installs (and
+# DGX OS images that follow them) keep images: a pair of the two is the mixed-store case. `up --docker20 N` makes node
+# N a Debian 12 node (NODE_IMAGE) with Docker 20.10 and overlay2: the legacy archive layout, for the tests of it.
 TRIXIE_SUITE = "trixie"
 TRIXIE_BASE_IMAGE = "dgxspark-lab/base:trixie"
 # Overridable so that labs built from different node recipes can run side by side.
@@ -528,18 +530,19 @@ PROFILE = STATE / f"profile-{PREFIX}"
 PROFILES = ("lab", "fresh")
 ADMIN_USER = "nvidia"
 BECOME_PASSWORD = STATE / "ssh" / f"become-password-{PREFIX}"
-# A node's engine: graphdriver (Debian 12's Docker 20.10, overlay2), docker26 (Debian 13's Docker 26, overlay2) or
-# containerd (Debian 13's Docker 26 with the containerd image store).
+# A node's engine: docker26 (Debian 13's Docker 26, overlay2: the default), containerd (Debian 13's Docker 26 with
+# the containerd image store) or graphdriver (Debian 12's Docker 20.10, overlay2: `up --docker20`).
 ENGINES = ("graphdriver", "docker26", "containerd")
+DEFAULT_ENGINE = "docker26"
 
 
 def node_engine(i: int) -> str:
-    """Node I's engine, as `up --containerd-store` / `--docker26` made it (graphdriver unless one named it)."""
+    """Node I's engine, as `up --containerd-store` / `--docker20` made it (DEFAULT_ENGINE unless one named it)."""
     try:
         stores = dict(line.split() for line in NODE_STORES.read_text().splitlines() if line.strip())
     except (OSError, ValueError):
-        return "graphdriver"
-    return stores.get(str(i), "graphdriver")
+        return DEFAULT_ENGINE
+    return stores.get(str(i), DEFAULT_ENGINE)
 
 
 def profile_name() -> str:
@@ -767,8 +770,8 @@ def start_gateway() -> bool:
     """The gateway box: the node image (Docker engine, sshd, python3 with the docker SDK) on the LAN only, in the
     nodes' profile. True when it was made anew."""
     if out(["docker", "container", "inspect", "--format",
-            f'{{{{.State.Running}}}} {{{{index .Config.Labels "{LABEL}.profile"}}}}', GATEWAY_NODE],
-           check=False) == f"true {profile_name()}":
+            f'{{{{.State.Running}}}} {{{{index .Config.Labels "{LABEL}.profile"}}}} {{{{.Config.Image}}}}', GATEWAY_NODE],
+           check=False) == f"true {profile_name()} {NODE_IMAGE_TRIXIE}":
         return False
     run(["docker", "rm", "-f", GATEWAY_NODE], check=False, quiet=True)
     volume = f"{GATEWAY_NODE}-docker"
@@ -782,7 +785,7 @@ def start_gateway() -> bool:
          "-v", f"{volume}:/var/lib/docker", "--tmpfs", "/run",
          "--network", MGMT_NET, "--ip", gateway_ip(),
          "--label", f"{LABEL}=gateway", "--label", f"{LABEL}.prefix={PREFIX}",
-         "--label", f"{LABEL}.profile={profile_name()}", NODE_IMAGE], quiet=True)
+         "--label", f"{LABEL}.profile={profile_name()}", NODE_IMAGE_TRIXIE], quiet=True)
     dexec(GATEWAY_NODE, "ip", "route", "replace", "default", "via", subnet_ip(MGMT_SUBNET, 1))
     log(f"gateway {GATEWAY_NODE}: LAN {gateway_ip()}, no fabric")
     return True
@@ -1327,14 +1330,17 @@ def fill_cache(nodes: list[str]) -> None:
 def cmd_up(args: argparse.Namespace) -> None:
     if not 1 <= args.nodes <= MAX_NODES:
         die(f"--nodes must be between 1 and {MAX_NODES}")
-    for flag, wanted in (("--containerd-store", args.containerd_store), ("--docker26", args.docker26)):
+    engines = (("--containerd-store", args.containerd_store), ("--docker26", args.docker26), ("--docker20", args.docker20))
+    for flag, wanted in engines:
         bad = [n for n in wanted if not 1 <= n <= args.nodes]
         if bad:
             die(f"{flag} {bad[0]}: there is no node {bad[0]} in a lab of {args.nodes}")
-    both = sorted(set(args.containerd_store) & set(args.docker26))
-    if both:
-        die(f"node {both[0]} cannot be both --containerd-store and --docker26")
-    build_images(["base", "tiny", "node"] + (["node-containerd"] if args.containerd_store or args.docker26 else [])
+    for k, (flag, wanted) in enumerate(engines):
+        for other, also in engines[k + 1:]:
+            both = sorted(set(wanted) & set(also))
+            if both:
+                die(f"node {both[0]} cannot be both {flag} and {other}")
+    build_images(["base", "tiny", "node-containerd"] + (["node"] if args.docker20 else [])
                  + ([] if args.no_engine_images else
                     [n for n in ENGINE_IMAGES if (LAB / "images" / n / "Dockerfile").exists()
                      and n not in WHEELHOUSE_IMAGES and n != REGISTRY_BUILD]))
@@ -1358,7 +1364,8 @@ def cmd_up(args: argparse.Namespace) -> None:
     CLUSTER_SIZE.write_text(f"{args.cluster_size}\n")
     PROFILE.write_text(("fresh" if args.fresh else "lab") + "\n")
     NODE_STORES.write_text("".join(f"{n} containerd\n" for n in sorted(set(args.containerd_store)))
-                           + "".join(f"{n} docker26\n" for n in sorted(set(args.docker26))))
+                           + "".join(f"{n} docker26\n" for n in sorted(set(args.docker26)))
+                           + "".join(f"{n} graphdriver\n" for n in sorted(set(args.docker20))))
     pairs = sorted({pair_of(i) for i in range(1, args.nodes + 1)}) if args.cluster_size > 1 else []
     unwire_stale([n for n in existing if n not in extra], {net for pair in pairs for net, _ in fabric_nets(pair)})
     for pair in pairs:
@@ -1506,11 +1513,14 @@ def main(argv: list[str]) -> None:
                         f"{GATEWAY_IMAGE} loaded into it and the nodes; without it, `up` removes a gateway box")
     p.add_argument("--containerd-store", type=int, action="append", default=[], metavar="N",
                    help="node N's engine is Docker 26 (Debian 13) keeping images in the containerd store; the others "
-                        "run Docker 20.10 with overlay2 (repeatable; without it, `up` makes every node a graph-driver "
+                        "run Docker 26 with overlay2 (repeatable; without it, `up` makes every node a graph-driver "
                         "node again)")
     p.add_argument("--docker26", type=int, action="append", default=[], metavar="N",
                    help="node N's engine is Docker 26 (Debian 13) with overlay2, whose `docker save` writes the OCI "
-                        "layout of Docker 25 and later (repeatable)")
+                        "layout of Docker 25 and later: every node's engine unless named otherwise (repeatable)")
+    p.add_argument("--docker20", type=int, action="append", default=[], metavar="N",
+                   help="node N's engine is Debian 12's Docker 20.10 with overlay2, whose `docker save` writes the "
+                        "legacy archive layout (repeatable; older than any DGX OS's Docker)")
     p.add_argument("--fresh", action="store_true",
                    default=os.environ.get("DGXSPARK_LAB_PROFILE", "lab") == "fresh",
                    help=f"nodes as a fresh DGX OS install leaves them: Ansible connects as {ADMIN_USER}, whose sudo asks "

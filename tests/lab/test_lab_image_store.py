@@ -1,7 +1,7 @@
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Mixed image stores (issue 15, 6) on real engines of both kinds: node 1 runs Docker 20.10 with overlay2 (a graph
-driver: an image's ID is its config digest), node 2 runs Docker 26 with the containerd store (`lab.py up
+"""Mixed image stores (issue 15, 6) on real engines of both kinds: node 1 runs Docker 26 with overlay2 (every lab
+node's engine; a graph driver: an image's ID is its config digest), node 2 runs Docker 26 with the containerd store (`lab.py up
 --containerd-store 2`; the default of fresh Docker 29 installs: the ID is the manifest digest). The same image has two
 IDs there, so image_sync judges identity by content: the move is made once, verified by content on the receiving
 node, and a rerun moves nothing, in both directions. Then the pair serves (deploy_qwen35.yml, the image on the head

@@ -201,7 +201,7 @@ def test_the_recording_files_are_the_lab_files_that_record(tw):
     calling = {f"tests/lab/{p.name}" for p in (REPO / "tests" / "lab").glob("test_*.py")
                if re.search(r"\btested_with\(", p.read_text())}
     other_engine = {f"tests/lab/{p.name}" for p in (REPO / "tests" / "lab").glob("test_*.py")
-                    if re.search(r'"up",[^\n]*"--(docker26|containerd-store)"', p.read_text())}
+                    if re.search(r'"up",[^\n]*"--(docker26|docker20|containerd-store)"', p.read_text())}
     assert calling <= set(tw.RECORDING_FILES)
     assert set(tw.RECORDING_FILES) == calling | other_engine
     assert all(f'"{f}"' in labkit for f in tw.RECORDING_FILES)
