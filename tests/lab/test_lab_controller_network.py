@@ -37,7 +37,7 @@ def started(*procs, timeout=60):
     ssh sends keepalives only from then on, so a cutter started earlier could cut a keepalive session still in its
     handshake (CI saw both sessions cut together, 6.4 s without a packet, on a loaded machine)."""
     for proc in procs:
-        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        ready = select.select([proc.stdout], [], [], timeout)[0]
         assert ready, "the ssh session did not start"
         assert proc.stdout.readline().strip() == "started"
 
