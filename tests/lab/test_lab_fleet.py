@@ -492,7 +492,8 @@ AFTER = (NEXT, NEXT)
 
 def test_b_a_worker_unreachable_before_deploy_leaves_nothing_on_its_pair(fleet, tmp_path):
     play(TEARDOWN, "-l", "pair2")
-    node_exec(node(4), "pkill", "-x", "sshd")
+    # The listener and every connection (sshd-session and sshd-auth since OpenSSH 9.8: the nodes' Debian 13 has 10.0).
+    node_exec(node(4), "pkill", "-x", "sshd|sshd-session|sshd-auth")
     try:
         with Canary(["pair1"]) as canary:
             proc = play(DEPLOY, inventory_extra=images_file(tmp_path, *AFTER), timeout=900)
