@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import re
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -243,17 +244,21 @@ def raw_pipe(image: str, peer: int) -> float:
     return int(fields[1]) / 1e9
 
 
-def announce(image: str, peers: tuple[int, ...]) -> None:
-    """What the image_sync role does before the module sends (not timed): tell the peers what they may receive."""
+def announce(image: str, peers: tuple[int, ...]) -> str:
+    """What the image_sync role does before the module sends (not timed): tell the peers what they may receive, with
+    a fresh nonce (returned: the module's requests carry it)."""
     found = nexec(1, "docker", "image", "inspect", "--format", "{{.Id}} {{.Size}}", image).stdout.split()
-    args = {"images": [{"ref": image, "id": found[0], "bytes": int(found[1])}]}
+    nonce = secrets.token_hex(16)
+    args = {"images": [{"ref": image, "id": found[0], "bytes": int(found[1])}], "nonce": nonce}
     run([BIN / "ansible", "-i", INVENTORY, ",".join(node(i) for i in peers), "-m", "dgxspark.vllm.transfer_announce",
          "-a", json.dumps(args)], env=ansible_env())
+    return nonce
 
 
 def image_sync(image: str, peers: tuple[int, ...], delta: bool = True) -> dict:
-    announce(image, peers)
-    args = {"image": image, "targets": [{"host": fabric_ip(i), "name": node(i)} for i in peers], "delta": delta}
+    nonce = announce(image, peers)
+    args = {"image": image, "targets": [{"host": fabric_ip(i), "name": node(i)} for i in peers], "delta": delta,
+            "nonce": nonce}
     proc = run([BIN / "ansible", "-i", INVENTORY, node(1), "-m", "dgxspark.vllm.image_sync", "-a", json.dumps(args)],
                check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
     match = re.search(r"\| (?:SUCCESS|CHANGED|FAILED!?) => (\{.*)", proc.stdout, re.S)

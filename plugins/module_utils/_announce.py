@@ -9,10 +9,16 @@
 Before a sync the controller writes on each target (module dgxspark.vllm.transfer_announce, into the trust
 directory, root only) what that target may receive:
 
-``announced-images.json``  {"images": [{"ref": REF, "id": "sha256:...", "bytes": SIZE}, ...]}
+``announced-images.json``  {"images": [{"ref": REF, "id": "sha256:...", "bytes": SIZE, "store": STORE,
+                            "content_label": LABEL, "fingerprint": "sha256:..."}, ...],
+                            "nonce": HEX, "expires": EPOCH}
     the references the target may point at an image (``tag``) or load an image for (``receive``), each with the
     image ID it must be and the image's size (the stream may not exceed it by more than a margin, and the target's
-    free space is checked against it by the target);
+    free space is checked against it by the target), and the image's identity across image stores: the store the
+    source holds it in, its content label and its content fingerprint. The loaded image is verified against these
+    alone, never against anything the sender's request says. The announcement is one-use: a request must carry its
+    nonce, and a request for a reference consumes that reference's entry, whatever its outcome; it expires at
+    ``expires`` (this node's clock) in any case;
 ``announced-models.json``  {"models": {MODEL: {"files": {PATH: {"size": N, "sha256": HEX}}}}}
     for each model directory (relative to the models root) the files it may hold.
 
@@ -24,9 +30,12 @@ part of the transfer program the nodes run.
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
+import posixpath
 import re
+import time
 
 IMAGES_FILE = "announced-images.json"
 MODELS_FILE = "announced-models.json"
@@ -38,6 +47,8 @@ REF_RE = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+
                     r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?\Z")
 MODEL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+=@,-]{0,254}(?:/[A-Za-z0-9_][A-Za-z0-9._+=@,-]{0,254}){0,3}\Z")
 PATH_PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+=@,-]{0,254}\Z")
+NONCE_RE = re.compile(r"^[0-9a-f]{32,128}\Z")
+STORES = ("graphdriver", "containerd")
 MAX_ANNOUNCED = 64  # images per announcement
 MAX_FILES = 100000
 # An image archive is the image's layers uncompressed plus tar headers and its configuration: its size may pass
@@ -69,7 +80,15 @@ def check_images(images):
             raise NotAnnounced(f"{ref!r:.120} is not an image reference (repository[:tag])")
         if not isinstance(image_id, str) or not IMAGE_ID_RE.match(image_id):
             raise NotAnnounced(f"the ID of {ref} must be sha256:<64 hex> (is {image_id!r:.80})")
-        clean.append({"ref": ref, "id": image_id, "bytes": _int(entry.get("bytes", 0), f"the size of {ref}")})
+        store, label, mark = entry.get("store"), entry.get("content_label"), entry.get("fingerprint")
+        if store is not None and store not in STORES:
+            raise NotAnnounced(f"the store of {ref} must be one of {', '.join(STORES)} (is {store!r:.40})")
+        if label is not None and (not isinstance(label, str) or not label or len(label) > 256):
+            raise NotAnnounced(f"the content label of {ref} must be a string of 1 to 256 characters")
+        if mark is not None and (not isinstance(mark, str) or not IMAGE_ID_RE.match(mark)):
+            raise NotAnnounced(f"the fingerprint of {ref} must be sha256:<64 hex> (is {mark!r:.80})")
+        clean.append({"ref": ref, "id": image_id, "bytes": _int(entry.get("bytes", 0), f"the size of {ref}"),
+                      "store": store, "content_label": label, "fingerprint": mark})
     refs = [e["ref"] for e in clean]
     if len(set(refs)) != len(refs):
         raise NotAnnounced("an image reference is announced twice")
@@ -93,9 +112,16 @@ def check_model(name, files):
     return clean
 
 
-def images_text(images):
-    """The text of announced-images.json for IMAGES (checked), deterministic."""
-    return json.dumps({"images": check_images(images)}, indent=1, sort_keys=True) + "\n"
+def check_nonce(nonce):
+    if not isinstance(nonce, str) or not NONCE_RE.match(nonce):
+        raise NotAnnounced("the announcement's nonce must be 32 to 128 lower-case hex digits")
+    return nonce
+
+
+def images_text(images, nonce, expires):
+    """The text of announced-images.json for IMAGES (checked), one-use with NONCE until EXPIRES (epoch seconds)."""
+    return json.dumps({"images": check_images(images), "nonce": check_nonce(nonce), "expires": _int(expires, "expires")},
+                      indent=1, sort_keys=True) + "\n"
 
 
 def models_text(old, name, files):
@@ -116,16 +142,46 @@ def _load(directory, name):
         raise NotAnnounced(f"the announcement {path} cannot be read ({exc}); rerun the play") from None
 
 
-def announced_image(directory, ref, image_id):
-    """The announced entry for REF, which must name IMAGE_ID; NotAnnounced when the controller did not announce it."""
-    data = _load(directory, IMAGES_FILE)
-    entries = check_images((data or {}).get("images", []))
-    for entry in entries:
-        if entry["ref"] == ref:
-            if entry["id"] != image_id:
-                raise NotAnnounced(f"{ref} was announced as {entry['id']}, not {image_id}")
-            return entry
-    raise NotAnnounced(f"{ref} -> {image_id} was not announced to this node by the controller")
+def announced_image(directory, ref, image_id, nonce, now=None):
+    """The announced entry for REF, which must name IMAGE_ID, asked with the announcement's NONCE before it expired.
+
+    One use: the entry is consumed here, before the caller acts on it, whatever the outcome (a retry is announced
+    anew by the controller). NotAnnounced when the controller did not announce it, or no longer does."""
+    data = _load(directory, IMAGES_FILE) or {}
+    entries = check_images(data.get("images", []))
+    entry = next((e for e in entries if e["ref"] == ref), None)
+    if entry is None:
+        raise NotAnnounced(f"{ref} -> {image_id} was not announced to this node by the controller")
+    expected = data.get("nonce")
+    if not isinstance(nonce, str) or not isinstance(expected, str) or not NONCE_RE.match(expected) \
+            or not hmac.compare_digest(nonce.encode(), expected.encode()):
+        raise NotAnnounced(f"the request for {ref} does not carry the nonce of this node's announcement")
+    expires = data.get("expires")
+    if isinstance(expires, bool) or not isinstance(expires, int) or (time.time() if now is None else now) >= expires:
+        raise NotAnnounced(f"the announcement of {ref} expired; the controller announces it again at the next run")
+    if entry["id"] != image_id:
+        raise NotAnnounced(f"{ref} was announced as {entry['id']}, not {image_id}")
+    consume(directory, data, ref)
+    return entry
+
+
+def consume(directory, data, ref):
+    """Rewrite the image announcement (DATA, as read) without REF's entry: atomically, root only."""
+    rest = [e for e in data.get("images", []) if not (isinstance(e, dict) and e.get("ref") == ref)]
+    path = os.path.join(directory, IMAGES_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(dict(data, images=rest), fh, indent=1, sort_keys=True)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def archive_limit(entry):
@@ -172,19 +228,30 @@ def header_name(block):
     return prefix + b"/" + name if prefix else name
 
 
+def clean_name(raw):
+    """A member name (bytes) as the engines read it: Moby's Unpack and containerd's importer clean it as Go's
+    path.Clean does and drop its leading slashes, so ``x/../manifest.json``, ``/manifest.json`` and
+    ``./manifest.json`` all name ``manifest.json``. A name that climbs out of the archive is kept as its last
+    parts (``../manifest.json`` reads as ``manifest.json``): the guard errs towards checking a member."""
+    name = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    return posixpath.normpath("/" + name).lstrip("/")
+
+
 def pax_fields(data):
-    """(path, size) a pax extended header's records give the next member (None where a record is absent)."""
-    path = size = None
+    """(path, size, linkpath) a pax extended header's records give the next member (None where a record is absent)."""
+    path = size = link = None
     for record in data.split(b"\n"):
         key, _eq, value = record.partition(b" ")[2].partition(b"=")
         if key == b"path":
             path = value
+        elif key == b"linkpath":
+            link = value
         elif key == b"size":
             try:
                 size = int(value)
             except ValueError:
                 raise HostileArchive(f"the archive's pax size {value!r:.40} is not a number") from None
-    return path, size
+    return path, size, link
 
 
 def _octal(field, what):
@@ -234,7 +301,9 @@ class TarGuard:
         self.capture = None  # the content of a member being read, or None when it is skipped
         self.kind = None  # what the captured member is: "pax", "longname" or a WATCHED name
         self.override = None  # the next member's name from a pax or GNU long-name header
+        self.link_override = None  # the next member's link target from a pax or GNU long-link header
         self.size_override = None  # the next member's size from a pax header (members of 8 GiB and more)
+        self.links = set()  # the (clean) names of the links seen: a later member may not go through one
         self.members = 0
 
     def feed(self, data):
@@ -263,6 +332,9 @@ class TarGuard:
         name = header_name(block)
         if self.override is not None:
             name, self.override = self.override, None
+        link = block[157:257].split(b"\0", 1)[0]
+        if self.link_override is not None:
+            link, self.link_override = self.link_override, None
         kind = block[156:157]
         self.size = _octal(block[124:136], "size")
         if self.size_override is not None and kind not in (b"x", b"g", b"L", b"K"):
@@ -270,20 +342,36 @@ class TarGuard:
             self.size, self.size_override = self.size_override, None
         self.remaining = (self.size + BLOCK - 1) // BLOCK * BLOCK
         self.members += 1
-        member = name.decode("utf-8", "replace")
-        while member.startswith("./"):
-            member = member[2:]
+        member = clean_name(name)
         self.capture, self.kind = None, None
-        if kind in (b"x", b"L"):
-            self.kind = "pax" if kind == b"x" else "longname"
-        elif member in WATCHED and kind in (b"0", b"\0", b""):
-            self.kind = member
+        if kind in (b"x", b"L", b"K"):
+            self.kind = {b"x": "pax", b"L": "longname", b"K": "longlink"}[kind]
+        elif kind != b"g":  # a pax global header names no member
+            self._check_member(member, kind, link)
+            if member in WATCHED:
+                self.kind = member
         if self.kind is not None:
             if self.size > self.limit:
                 raise HostileArchive(f"the archive's {member} takes {self.size} bytes (at most {self.limit} expected)")
             self.capture = bytearray()
         if not self.remaining:
             self._member_done()
+
+    def _check_member(self, member, kind, link):
+        """Refuse a member Docker would read as a watched name other than through a plain file of that name: a link
+        at or to one, or a name that goes through a link seen earlier (a directory link would put it anywhere)."""
+        parts = member.split("/")
+        for depth in range(1, len(parts)):
+            if "/".join(parts[:depth]) in self.links:
+                raise HostileArchive(f"the archive's member {member[:200]} goes through the link {'/'.join(parts[:depth])}")
+        if kind in (b"1", b"2"):
+            what = "hard link" if kind == b"1" else "symbolic link"
+            target = clean_name(link if kind == b"1" else posixpath.join(posixpath.dirname(member), link.decode("utf-8", "replace")))
+            if member in WATCHED or target in WATCHED or target in ("", ".") or member in ("", "."):
+                raise HostileArchive(f"the archive holds a {what} {member[:200] or '.'} -> {link.decode('utf-8', 'replace')[:200]}")
+            self.links.add(member)
+        elif member in WATCHED and kind not in (b"0", b"\0", b""):
+            raise HostileArchive(f"the archive's {member} is not a plain file (tar type {kind.decode('ascii', 'replace')!r})")
 
     def _member_done(self):
         if self.capture is None:
@@ -292,11 +380,15 @@ class TarGuard:
         self.capture, self.kind = None, None
         if kind == "longname":
             self.override = data.split(b"\0", 1)[0]
+        elif kind == "longlink":
+            self.link_override = data.split(b"\0", 1)[0]
         elif kind == "pax":
-            path, size = pax_fields(data)
+            path, size, link = pax_fields(data)
             if path is not None:
                 self.override = path
             if size is not None:
                 self.size_override = size
+            if link is not None:
+                self.link_override = link
         else:
             check_names(kind, data)

@@ -122,15 +122,15 @@ def inspect_header(image: str, image_id: str, layers: t.Sequence[str] | None = N
     return header
 
 
-def tag_header(image: str, image_id: str) -> dict:
-    return {"v": PROTOCOL, "op": "tag", "ref": image, "image_id": image_id}
+def tag_header(image: str, image_id: str, nonce: str) -> dict:
+    return {"v": PROTOCOL, "op": "tag", "ref": image, "image_id": image_id, "nonce": nonce}
 
 
-def receive_header(first: dict, rest: list[dict], image: str, source: dict, source_store: str) -> dict:
-    """The header the first hop of a chain gets; it forwards the stream to REST in order."""
+def receive_header(first: dict, rest: list[dict], image: str, source: dict, nonce: str) -> dict:
+    """The header the first hop of a chain gets; it forwards the stream to REST in order. It names the image and the
+    announcement's NONCE only: each target verifies the load against what the controller announced to it."""
     return {"v": PROTOCOL, "op": "receive", "name": first["name"], "image_id": source["id"],
-            "ref": None if is_image_id(image) else image, "content_label": source.get("content_label"),
-            "fingerprint": source.get("fingerprint"), "source_store": source_store, "next": [hop(e) for e in rest]}
+            "ref": None if is_image_id(image) else image, "nonce": nonce, "next": [hop(e) for e in rest]}
 
 
 def chains(entries: list[dict], strategy: str) -> list[list[dict]]:
@@ -279,6 +279,6 @@ class LayerFilter:
         if self.extended == b"L":
             self.name_override = data.split(b"\0", 1)[0]
         else:
-            path, size = pax_fields(data)
+            path, size, _link = pax_fields(data)
             self.name_override = path if path is not None else self.name_override
             self.size_override = size if size is not None else self.size_override

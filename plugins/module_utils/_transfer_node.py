@@ -17,26 +17,31 @@ the request is the first line of stdin, a JSON object, and these are the request
 ``inspect``  {"v": 1, "op": "inspect", "image": REF, "image_id": ID}
     Answers one JSON line: this engine's image store, the free bytes of its Docker
     root, and the image REF and the image ID point to (or null).
-``tag``      {"v": 1, "op": "tag", "image_id": ID, "ref": REF}
+``tag``      {"v": 1, "op": "tag", "image_id": ID, "ref": REF, "nonce": NONCE}
     Points REF at ID, which must already be here.
-``receive``  {"v": 1, "op": "receive", "name": NAME, "image_id": ID, "ref": REF,
-              "content_label": VALUE, "next": [{"host": H, "port": P, "name": N}, ...]}
+``receive``  {"v": 1, "op": "receive", "name": NAME, "image_id": ID, "ref": REF, "nonce": NONCE,
+              "next": [{"host": H, "port": P, "name": N}, ...]}
     followed by the image (a ``docker save`` archive of ID, with no tags) in frames:
     4-byte big-endian length + data, a zero-length frame, then a JSON trailer line
     {"bytes": TOTAL}. The stream is loaded into this engine while it is forwarded,
     frame for frame, to the first entry of ``next`` (which forwards to the rest), so
     the source reads and sends the image once whatever the number of targets.
-    The load is verified (the loaded image ID must be ID, or carry the same content
-    label when the stores differ) before REF is moved to it: a truncated, failed or
-    wrong load never touches REF, and a wrong image is removed again. Answers one
+    The load is verified against the controller's announcement alone (the loaded image
+    ID must be the announced ID, or, when the announced store is not this node's, carry
+    the announced content label or fingerprint; a load that cannot be verified is
+    refused) before REF is moved to it: a truncated, failed or wrong load never touches
+    REF, and every image it made is removed again. The engine's tags are compared
+    before and after the load: any change (the archive's own names, in a form the
+    guard missed) is put back and fails the receive, naming it. Answers one
     JSON line for this node (with ``after``: this engine's store and the image REF,
     or ID, points to at the end, as ``inspect`` reports them) followed by the lines
     of every node after it.
 
 Nothing is placed on a node that the controller did not announce there first (module_utils/_announce.py, written by
 dgxspark.vllm.transfer_announce beside the configuration): ``tag`` and ``receive`` must name an announced reference
-and its announced image ID (the loaded image is verified against the announced ID, never the one the sender
-declares), a ``receive`` stream may not pass the announced size (plus a small margin), the archive may not name
+and its announced image ID, with the announcement's nonce, before it expires, and each takes that reference's entry
+(one use); the loaded image is verified against the announced identity, never anything the sender declares), a
+``receive`` stream may not pass the announced size (plus a small margin), the archive may not name
 images of its own (``docker load`` would apply its RepoTags before any check), and the node checks its own free
 space first. A chain's next hop must be one of the nodes this node may forward to (``forward_to`` in the
 configuration: the members after it in its cluster), so a peer cannot make a node reach any other host or port.
@@ -89,7 +94,7 @@ import threading
 import time
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import (
-    HostileArchive, TarGuard, announced_files, announced_image, archive_limit,
+    NONCE_RE, HostileArchive, TarGuard, announced_files, announced_image, archive_limit,
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils._model_files import (
     PathError, cache_key, check_relpath, load_cache, manifest, model_dir, part_name, save_cache, stale_parts,
@@ -170,6 +175,11 @@ def validate_request(req):
     mark = req.get("fingerprint")
     if mark is not None and not (isinstance(mark, str) and IMAGE_ID_RE.match(mark)):
         raise RequestError("fingerprint must be sha256:<64 hex>")
+    nonce = req.get("nonce")
+    if nonce is not None and not (isinstance(nonce, str) and NONCE_RE.match(nonce)):
+        raise RequestError("nonce must be 32 to 128 lower-case hex digits")
+    if op in ("tag", "receive") and nonce is None:
+        raise RequestError(f"{op} needs the nonce of the controller's announcement")
     layers = req.get("layers")
     if layers is not None and (op != "inspect" or not isinstance(layers, list) or len(layers) > MAX_LAYERS
                                or not all(isinstance(d, str) and IMAGE_ID_RE.match(d) for d in layers)):
@@ -283,8 +293,7 @@ def next_header(req):
         return {"v": req["v"], "op": "files_receive", "name": hop["name"], "model": req["model"], "files": req["files"],
                 "want": hop["want"], "delete": hop["delete"], "next": req["next"][1:]}
     return {"v": req.get("v", 1), "op": "receive", "name": hop["name"], "image_id": req["image_id"], "ref": req.get("ref"),
-            "content_label": req.get("content_label"), "fingerprint": req.get("fingerprint"),
-            "source_store": req.get("source_store"), "next": req["next"][1:]}
+            "nonce": req.get("nonce"), "next": req["next"][1:]}
 
 
 def check_forward(req, config):
@@ -358,28 +367,57 @@ def loaded_ids(events):
     return ids, refs, error
 
 
-def verify_loaded(expected_id, content_label, source_store, local_store, loaded, labels, marks=(None, None)):
-    """None when the load produced the expected image, else why not.
+def verify_loaded(entry, local_store, loaded, labels, mark):
+    """None when the load produced the image the controller announced (ENTRY), else why not.
 
-    LOADED is the list of image IDs docker reported; LABELS the loaded image's labels; MARKS the source's content
-    fingerprint and the loaded image's (the identity across image stores when the image has no content label).
-    """
+    Only the announcement counts: its ID when this node's store (LOCAL_STORE) is the source's (or the announcement
+    names no store), else its content label or fingerprint, which the loaded image's LABELS or fingerprint (MARK)
+    must carry. LOADED is the list of image IDs docker reported: exactly one image is expected."""
     if not loaded:
         return "docker load reported no image"
-    if source_store == local_store or source_store is None:
-        if expected_id in loaded:
+    if len(loaded) != 1:
+        return f"docker load reported {len(loaded)} images ({', '.join(loaded)[:300]}), the archive of one was announced"
+    if entry.get("store") in (None, local_store):
+        if loaded[0] == entry["id"]:
             return None
-        return f"loaded image {', '.join(loaded)} is not the source's {expected_id}"
-    if content_label:
-        if (labels or {}).get(CONTENT_LABEL) == content_label:
+        return f"loaded image {loaded[0]} is not the announced {entry['id']}"
+    if entry.get("content_label"):
+        if (labels or {}).get(CONTENT_LABEL) == entry["content_label"]:
             return None
-        return f"loaded image lacks content label {CONTENT_LABEL}={content_label}"
-    expected, got = marks
-    if expected:
-        if got == expected:
+        return f"loaded image lacks content label {CONTENT_LABEL}={entry['content_label']}"
+    if entry.get("fingerprint"):
+        if mark == entry["fingerprint"]:
             return None
-        return f"loaded image's content fingerprint {got} is not the source's {expected}"
-    return None  # different stores, no label, no fingerprint: the IDs cannot agree; the module warned
+        return f"loaded image's content fingerprint {mark} is not the announced {entry['fingerprint']}"
+    return (f"the announcement names the {entry['store']} store, this node uses the {local_store} store, and it carries "
+            f"no content label or fingerprint: the loaded image cannot be verified")
+
+
+def tag_map(api):
+    """Every tag of this engine and the image it points at."""
+    return {tag: image["Id"] for image in api.images() for tag in image.get("RepoTags") or []
+            if tag and tag != "<none>:<none>"}
+
+
+def tag_changes(before, after):
+    """The tags a load moved, added or removed: {tag: (image before or None, image after or None)}."""
+    return {tag: (before.get(tag), after.get(tag)) for tag in sorted(set(before) | set(after))
+            if before.get(tag) != after.get(tag)}
+
+
+def revert_tags(api, changes):
+    """Put the tags of CHANGES back where they were; the tags that could not be (why) as a list of strings."""
+    failed = []
+    for tag, (old, _new) in changes.items():
+        try:
+            if old is None:
+                api.remove_image(tag, force=False, noprune=False)
+            else:
+                repo, name = split_ref(tag)
+                api.tag(old, repo, name, force=True)
+        except Exception as exc:  # pylint: disable=broad-except
+            failed.append(f"{tag} ({exc})")
+    return failed
 
 
 # --------------------------------------------------------------------------- I/O
@@ -439,7 +477,7 @@ def held_layers(api, layers):
 
 
 def do_tag(api, req, config):
-    announced_image(announce_dir(config), req["ref"], req["image_id"])
+    announced_image(announce_dir(config), req["ref"], req["image_id"], req.get("nonce"))
     if inspect_or_none(api, req["image_id"]) is None:
         return {"v": PROTOCOL, "ok": False, "error": f"image {req['image_id']} is not on this node"}
     repo, tag = split_ref(req["ref"])
@@ -570,7 +608,7 @@ def do_receive(api, req, config, stdin):
     result = {"v": PROTOCOL, "name": req.get("name"), "ok": False, "action": "transfer", "bytes": 0}
     if not req.get("ref") or IMAGE_ID_RE.match(req["ref"]):
         raise RequestError("receive needs the repository[:tag] reference the controller announced")
-    entry = announced_image(announce_dir(config), req["ref"], req["image_id"])
+    entry = announced_image(announce_dir(config), req["ref"], req["image_id"], req.get("nonce"))
     limit = archive_limit(entry)
     info = api.info()
     local_store = store_of(info)
@@ -581,6 +619,7 @@ def do_receive(api, req, config, stdin):
                            f"{entry['bytes']}; nothing was received")
     guard = TarGuard()
     before = set(api.images(all=True, quiet=True))
+    tags_before = tag_map(api)
     down = forward(req, config, result)
     loader = Loader(api)
     loader.start()
@@ -632,29 +671,38 @@ def do_receive(api, req, config, stdin):
     result["bytes"] = total
     if error is None and loader.error:
         error = f"docker load failed: {loader.error}"
-    ids, _refs, load_error = loaded_ids(loader.events)
+    ids, refs, load_error = loaded_ids(loader.events)
     if error is None and load_error:
         error = f"docker load failed: {load_error}"
+    # Whatever the guard saw, the engine's tags are compared: a load of an archive saved by ID changes none, so any
+    # change is the archive's own names (a form the guard missed): put back, and the transfer fails naming it.
+    moved = tag_changes(tags_before, tag_map(api))
+    if moved:
+        unreverted = revert_tags(api, moved)
+        named = ", ".join(f"{tag} ({old or 'absent'} -> {new or 'absent'})" for tag, (old, new) in moved.items())
+        error = (f"refused: the load changed tags the controller did not announce: {named[:600]}; "
+                 + (f"could not put back {', '.join(unreverted)[:300]}" if unreverted else "put back as they were"))
+    elif error is None and refs:
+        error = f"refused: docker load applied names of the archive's own ({', '.join(refs)[:300]})"
     if error is None:
         attrs = inspect_or_none(api, ids[0]) if ids else None
         labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
-        why = verify_loaded(entry["id"], req.get("content_label"), req.get("source_store"), local_store, ids, labels,
-                            (req.get("fingerprint"), fingerprint(attrs) if attrs else None))
+        why = verify_loaded(entry, local_store, ids, labels, fingerprint(attrs) if attrs else None)
         if why:
             error = f"verification failed: {why}; the image was removed and no tag was changed"
-            for bad in ids:
-                if bad not in before and bad != req["image_id"]:
-                    try:
-                        api.remove_image(bad, force=False, noprune=False)
-                    except Exception:  # pylint: disable=broad-except
-                        pass
         else:
-            result["loaded_id"] = ids[0] if ids else None
-            ref = req.get("ref")
-            if ref and not IMAGE_ID_RE.match(ref):
-                repo, tag = split_ref(ref)
-                api.tag(ids[0] if local_store != req.get("source_store") and ids else req["image_id"], repo, tag,
-                        force=True)
+            result["loaded_id"] = ids[0]
+            repo, tag = split_ref(req["ref"])
+            api.tag(ids[0], repo, tag, force=True)
+    if error is not None:
+        # Nothing the failed load made stays: every image that was not here before it (the image it loaded, or one
+        # an archive's own names brought) is removed.
+        for bad in sorted(set(ids) | (set(api.images(all=True, quiet=True)) - before)):
+            if bad not in before:
+                try:
+                    api.remove_image(bad, force=True, noprune=False)
+                except Exception:  # pylint: disable=broad-except
+                    pass
     try:
         # Where the name (or the ID) points now, as an inspect answers it: the source verifies with this answer
         # instead of asking every node again over a new connection.

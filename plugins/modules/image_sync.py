@@ -43,8 +43,10 @@ description:
     O(strategy=parallel) the source reads the image once and sends it to every target directly.
   - B(Verification and safety.) The stream is framed and ends with a byte count, so a target can tell a complete
     stream from a cut one. A cut stream aborts the load and creates no image. After a load, the loaded image ID must
-    equal the source's (between stores, the loaded image must carry the same content label, or else have the same
-    content fingerprint). Only then is O(image) moved to it. A wrong image is removed again and the name is left
+    equal the ID the controller announced to that target (between stores, the loaded image must carry the announced
+    content label, or else the announced content fingerprint; with neither, the load is refused). Nothing the sender
+    says counts. Only then is O(image) moved to it. A load that changed any tag (an archive's own names) is undone and
+    fails the transfer. A wrong image is removed again and the name is left
     where it was, so an interrupted or failed transfer never changes the target's existing tags, and a rerun
     completes it. After the transfer, where O(image) points is checked again on
     every target, as its transfer program reports it at the end of the receive, or with a new inspect request when a
@@ -144,6 +146,15 @@ options:
     description: The source's Docker engine.
     type: str
     default: unix:///var/run/docker.sock
+  nonce:
+    description:
+      - The nonce of the announcement the controller wrote on the targets (M(dgxspark.vllm.transfer_announce)), which
+        every C(tag) and C(receive) request carries; a target refuses a request without it, and each announced
+        reference serves one request.
+      - Unset, the module makes a fresh one and returns it (RV(nonce)). The role runs the module in check mode, announces
+        with the returned nonce, then runs it again with that nonce.
+    type: str
+    version_added: 0.5.0
 notes:
   - Docker's own C(docker load) replaces a tag as soon as the archive names it (moby#35625); this module never ships a
     tag. It saves by image ID and tags on the target only after the loaded ID has been verified.
@@ -188,6 +199,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+nonce:
+  description: The announcement's nonce the run's requests carry (O(nonce), or a fresh one).
+  returned: always
+  type: str
+  sample: 8c1f6b0e2d4a4f3e9b7c5a1d0e2f4a6b
+  version_added: 0.5.0
 image_id:
   description: The image's ID on the source.
   returned: always
@@ -247,6 +264,7 @@ table:
 
 import concurrent.futures
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -255,7 +273,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _docker
-from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import HostileArchive
+from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import NONCE_RE, HostileArchive
 from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
     PROTOCOL, LayerFilter, chains, delta_plan, identity, inspect_header, plan, receive_header, tag_header,
 )
@@ -357,6 +375,7 @@ def run_module() -> None:
             "lease_file": {"type": "path"},
             "lease_timeout": {"type": "int", "default": LEASE_TIMEOUT},
             "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
+            "nonce": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -386,7 +405,12 @@ def run_module() -> None:
         module.fail_json(msg=f"cannot ask the source's Docker engine at {p['docker_host']}: {exc}",
                          exception=traceback.format_exc())
     source = image_summary(source_attrs)
-    result = {"changed": False, "image_id": source["id"], "bytes_sent": 0, "seconds": 0.0,
+    if p["nonce"] is not None and not NONCE_RE.match(p["nonce"]):
+        module.fail_json(msg="nonce must be 32 to 128 lower-case hex digits, as the check run returned it")
+    # The announcement's nonce: given, the one the controller announced with; a check run (or a run without one)
+    # makes a fresh one and returns it, for the controller to announce with and to give the real run.
+    nonce = p["nonce"] or secrets.token_hex(16)
+    result = {"changed": False, "image_id": source["id"], "bytes_sent": 0, "seconds": 0.0, "nonce": nonce,
               "source": {"store": source_store, "size": source["size"], "content_label": source["content_label"],
                          "repo_digests": source["repo_digests"], "fingerprint": source["fingerprint"]}}
     if p["lease_file"] and not module.check_mode:
@@ -484,7 +508,7 @@ def run_module() -> None:
     # 2. tags only
     for e in entries:
         if e["action"] == "tag":
-            answer, err = request(argv_of(e), tag_header(image, source["id"]), p["connect_timeout"] + 60)
+            answer, err = request(argv_of(e), tag_header(image, source["id"], nonce), p["connect_timeout"] + 60)
             if answer is None or not answer.get("ok"):
                 e["action"], e["error"] = "failed", (answer or {}).get("error") or err or "no answer"
         elif e["action"] == "transfer":
@@ -509,7 +533,7 @@ def run_module() -> None:
         watchdog.start()
         try:
             for chain in chains(transfers, p["strategy"]):
-                header = receive_header(chain[0], chain[1:], image, source, source_store)
+                header = receive_header(chain[0], chain[1:], image, source, nonce)
                 hops.append((Hop(argv_of(chain[0]), header, [e["name"] for e in chain]), chain))
             if cancel.reason:
                 kill_hops()  # a hop started while the watch was cancelling

@@ -18,7 +18,12 @@ description:
     its peers only what the play asked for.
   - O(images) replaces C(announced-images.json) in O(dir) (the references the node may receive or re-point, each
     with the image ID it must be and the image's size, which bounds the stream and which the node checks its free
-    space against).
+    space against, and the image's identity across image stores). The node verifies a loaded image against this
+    announcement alone, never against what the sender says.
+  - An image announcement is one-use and expires. A request must carry O(nonce); each announced reference serves one
+    request (the node removes its entry when it takes the request, whatever the outcome), and the announcement
+    expires O(ttl) seconds after it was written (the node's clock). The same images with the same nonce, not expired,
+    are left as they are.
   - O(model) with O(files) sets that model's entry of C(announced-models.json) (the files its directory may hold,
     with their sizes and sha256; files outside that manifest are never written, files in it are never deleted).
   - Every value is checked before anything is written (reference grammar, image IDs, relative paths, hashes). The
@@ -59,6 +64,34 @@ options:
         description: The image's size; a stream may pass it by at most 10% plus 64 MiB, and the node needs this much free.
         type: int
         default: 0
+      store:
+        description:
+          - The image store the source holds the image in (RV(dgxspark.vllm.image_sync#module:source.store)). A node
+            with the same store must load exactly O(images[].id); a node with the other store, an image with
+            O(images[].content_label) or O(images[].fingerprint) (a load that cannot be verified is refused).
+          - Unset, every node must load exactly O(images[].id).
+        type: str
+        choices: [graphdriver, containerd]
+        version_added: 0.5.0
+      content_label:
+        description: The image's content label (RV(dgxspark.vllm.image_sync#module:source.content_label)), if it has one.
+        type: str
+        version_added: 0.5.0
+      fingerprint:
+        description: The image's content fingerprint (RV(dgxspark.vllm.image_sync#module:source.fingerprint)).
+        type: str
+        version_added: 0.5.0
+  nonce:
+    description:
+      - The nonce the requests of the transfer carry (RV(dgxspark.vllm.image_sync#module:nonce) of the check run).
+        Required with O(images).
+    type: str
+    version_added: 0.5.0
+  ttl:
+    description: Seconds the image announcement stays valid.
+    type: int
+    default: 7200
+    version_added: 0.5.0
   model:
     description: A model directory, relative to the node's models root. Needs O(files).
     type: str
@@ -82,6 +115,8 @@ EXAMPLES = r"""
       - ref: vllm-node:26.01
         id: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
         bytes: 21474836480
+        store: graphdriver
+    nonce: "{{ image_sync_check.nonce }}"
 
 - name: Announce the model's files
   dgxspark.vllm.transfer_announce:
@@ -100,6 +135,7 @@ changed_files:
 
 import json
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -113,18 +149,33 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import (
 from ansible_collections.dgxspark.vllm.plugins.module_utils._files import Changes, read_or_none
 
 
+def parsed_or_none(text):
+    """An announcement file's content as a mapping; None when absent or unreadable (it is then replaced)."""
+    try:
+        parsed = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 def announce(p: dict, changes: Changes) -> None:
     """Write the announcements P asks for (NotAnnounced for a bad value, before anything is written)."""
     writes = []
     if p["images"] is not None:
-        writes.append((IMAGES_FILE, images_text(p["images"])))
+        if p["ttl"] <= 0:
+            raise NotAnnounced(f"ttl must be a positive number of seconds (is {p['ttl']})")
+        now = int(time.time())
+        text = images_text(p["images"], p["nonce"], now + p["ttl"])
+        old = parsed_or_none(read_or_none(os.path.join(p["dir"], IMAGES_FILE)))
+        new = json.loads(text)
+        if old and {**old, "expires": 0} == {**new, "expires": 0} and isinstance(old.get("expires"), int) \
+                and old["expires"] > now:
+            text = None  # the same announcement, not expired: as it is (a rerun of the same task changes nothing)
+        if text is not None:
+            writes.append((IMAGES_FILE, text))
     if p["model"] is not None:
-        old = read_or_none(os.path.join(p["dir"], MODELS_FILE))
-        try:
-            parsed = json.loads(old) if old else None
-        except ValueError:
-            parsed = None  # an unreadable announcement is replaced
-        writes.append((MODELS_FILE, models_text(parsed if isinstance(parsed, dict) else None, p["model"], p["files"])))
+        parsed = parsed_or_none(read_or_none(os.path.join(p["dir"], MODELS_FILE)))
+        writes.append((MODELS_FILE, models_text(parsed, p["model"], p["files"])))
     changes.ensure_dir(p["dir"], 0o700, 0, 0)
     for name, content in writes:
         changes.ensure_file(os.path.join(p["dir"], name), content.encode(), 0o600, 0, 0)
@@ -138,12 +189,18 @@ def main() -> None:
                 "ref": {"type": "str", "required": True},
                 "id": {"type": "str", "required": True},
                 "bytes": {"type": "int", "default": 0},
+                "store": {"type": "str", "choices": ["graphdriver", "containerd"]},
+                "content_label": {"type": "str"},
+                "fingerprint": {"type": "str"},
             }},
+            "nonce": {"type": "str"},
+            "ttl": {"type": "int", "default": 7200},
             "model": {"type": "str"},
             "files": {"type": "dict"},
         },
         required_together=[("model", "files")],
         required_one_of=[("images", "model")],
+        required_by={"images": "nonce"},
         supports_check_mode=True,
     )
     p = module.params

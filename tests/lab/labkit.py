@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -194,14 +195,23 @@ def image_inspect(i, ref):
     return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
 
 
+def announce_image(targets, ref, source=1):
+    """What the image_sync role does before it sends: announce REF (its ID and size on node SOURCE) to the nodes
+    TARGETS, with a fresh nonce, which it returns (the module's requests must carry it; each target takes one)."""
+    attrs = image_inspect(source, ref)
+    nonce = secrets.token_hex(16)
+    announce = {"images": [{"ref": ref, "id": attrs["Id"], "bytes": attrs["Size"]}], "nonce": nonce}
+    run([str(BIN / "ansible"), "-i", str(INVENTORY), ",".join(node(i) for i in targets), "-m",
+         "dgxspark.vllm.transfer_announce", "-a", json.dumps(announce)], env=ansible_env())
+    return nonce
+
+
 def image_sync_to(source, target, ref, **options):
     """What the image_sync role does, one target: announce REF (its ID and size on node SOURCE) to node TARGET, then
-    run the image_sync module on SOURCE towards it (OPTIONS: more module arguments). (result, process)."""
-    attrs = image_inspect(source, ref)
-    announce = {"images": [{"ref": ref, "id": attrs["Id"], "bytes": attrs["Size"]}]}
-    run([str(BIN / "ansible"), "-i", str(INVENTORY), node(target), "-m", "dgxspark.vllm.transfer_announce", "-a",
-         json.dumps(announce)], env=ansible_env())
-    args = {"image": ref, "targets": [{"host": fabric_ip(target), "name": node(target)}], **options}
+    run the image_sync module on SOURCE towards it with the announcement's nonce (OPTIONS: more module arguments).
+    (result, process)."""
+    nonce = announce_image([target], ref, source)
+    args = {"image": ref, "targets": [{"host": fabric_ip(target), "name": node(target)}], "nonce": nonce, **options}
     proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), node(source), "-m", "dgxspark.vllm.image_sync", "-a",
                 json.dumps(args)], check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
     return parse_adhoc(proc.stdout), proc
@@ -242,6 +252,19 @@ def molecule_steps(text):
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     return [re.sub(r"^(\w+) ➜ ", r"\1 > ", line) for line in text.splitlines()
             if re.match(r"^\w+ (➜|>) \w+: Executed: ", line) or re.match(r"^\w+\s+: actions=", line)]
+
+
+def ansible_failures(text, limit=6000):
+    """Each failed task in an Ansible output: its TASK line and its fatal/failed lines (each cut to 1500 characters),
+    the last LIMIT characters of them. What a failed molecule step says, where pytest's report would cut it."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    task, out = "", []
+    for line in text.splitlines():
+        if line.startswith(("TASK [", "PLAY [")):
+            task = line
+        elif re.match(r"^(fatal|failed): \[", line) or line.startswith(("ERROR!", "[ERROR]")):
+            out += [task, line[:1500]]
+    return "\n".join(out)[-limit:]
 
 
 def pytest_terminal_summary(terminalreporter):

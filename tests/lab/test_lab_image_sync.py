@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import secrets
 import signal
 import subprocess
 import tarfile
@@ -21,7 +22,7 @@ import time
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, cut_midway, fabric_if, fabric_ip, fleet_play,
+from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, announce_image, ansible_env, cut_midway, fabric_if, fabric_ip, fleet_play,
                     mgmt_ip, node, node_exec, parse_adhoc, recap, report, run, throttled, transfer_processes, tx_bytes,
                     wait_until_no_transfer, wait_until_transfer)
 
@@ -50,15 +51,6 @@ def play(path, *args, check=False):
                env=ansible_env())
 
 
-def announce(target_nodes, ref=NAME, source=1):
-    """What the roles do before a sync, for the module tests: tell the targets the image they may receive (the ID
-    and size REF has on the source)."""
-    image = node_exec(node(source), "docker", "image", "inspect", "--format", "{{.Id}} {{.Size}}", ref).stdout.split()
-    args = {"images": [{"ref": ref, "id": image[0], "bytes": int(image[1])}]}
-    run([str(BIN / "ansible"), "-i", str(INVENTORY), ",".join(node(i) for i in target_nodes), "-m",
-         "dgxspark.vllm.transfer_announce", "-a", json.dumps(args)], env=ansible_env())
-
-
 TRUST_PLAY = fleet_play("Transfer trust", "dgxspark.vllm.node_trust")
 
 SYNC_PLAY = fleet_play("Image sync", "dgxspark.vllm.image_sync")
@@ -84,6 +76,11 @@ def image_id(i, ref):
 
 def all_image_ids(i):
     return set(node_exec(node(i), "docker", "images", "-a", "-q", "--no-trunc").stdout.split())
+
+
+def tags(n):
+    """Node N's tags and their IDs, as a set: `docker images` orders images made in the same second either way."""
+    return set(node_exec(node(n), "docker", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}").stdout.splitlines())
 
 
 def drop_image(i, *refs):
@@ -218,7 +215,7 @@ def test_a_worker_cannot_push_onto_its_head_and_nothing_unannounced_lands(truste
     worker's key opens nothing on its head, and the head's key places on its worker only what was announced."""
     tiny = image_id(1, TINY)
     node_exec(node(2), "sh", "-c", "mkdir -p /srv/dgxspark/models/evil && echo '{}' > /srv/dgxspark/models/evil/config.json")
-    heads = {"images": all_image_ids(1), "tags": node_exec(node(1), "docker", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}").stdout,
+    heads = {"images": all_image_ids(1), "tags": tags(1),
              "models": node_exec(node(1), "sh", "-c", "ls -laR /srv/dgxspark/models 2>&1").stdout}
     # The worker pushes an image and a model onto its head, with the collection's own modules: refused by sshd.
     result, proc = module([1], image=TINY, source=2)
@@ -227,7 +224,8 @@ def test_a_worker_cannot_push_onto_its_head_and_nothing_unannounced_lands(truste
                           extra={"model": "evil", "models_dir": "/srv/dgxspark/models"})
     assert proc.returncode != 0 and "Permission denied" in result["msg"], result
     # And a tag request of its own: sshd never runs the program for this key.
-    tag = json.dumps({"v": 1, "op": "tag", "image_id": tiny, "ref": "docker.io/library/python:3"}) + "\n"
+    tag = json.dumps({"v": 1, "op": "tag", "image_id": tiny, "ref": "docker.io/library/python:3",
+                      "nonce": "0" * 32}) + "\n"
     assert transfer_ssh(2, fabric_ip(1), stdin=tag).returncode == 255
     # The head's key on its worker: a tag of an unannounced name is refused by the program.
     answer = json.loads(transfer_ssh(1, fabric_ip(2), stdin=tag).stdout)
@@ -239,11 +237,13 @@ def test_a_worker_cannot_push_onto_its_head_and_nothing_unannounced_lands(truste
     hostile = subprocess.run(["docker", "exec", node(1), "docker", "save", "victim:latest"], capture_output=True,
                              check=True).stdout
     node_exec(node(1), "docker", "rmi", "victim:latest")
+    nonce = secrets.token_hex(16)
     run([str(BIN / "ansible"), "-i", str(INVENTORY), node(2), "-m", "dgxspark.vllm.transfer_announce", "-a",
-         json.dumps({"images": [{"ref": f"{IMAGE}:announced", "id": tiny, "bytes": len(hostile)}]})], env=ansible_env())
+         json.dumps({"images": [{"ref": f"{IMAGE}:announced", "id": tiny, "bytes": len(hostile)}], "nonce": nonce})],
+        env=ansible_env())
     before2 = all_image_ids(2)
     header = json.dumps({"v": 1, "op": "receive", "name": node(2), "image_id": tiny, "ref": f"{IMAGE}:announced",
-                         "source_store": "graphdriver", "next": []}).encode() + b"\n"
+                         "nonce": nonce, "next": []}).encode() + b"\n"
     refused = transfer_ssh(1, fabric_ip(2), stdin=header + framed(hostile))
     answer = json.loads(refused.stdout.decode().splitlines()[0])
     # The names as the archive's layout carries them: index.json's annotations (Docker 25 and later: every lab node's
@@ -256,7 +256,7 @@ def test_a_worker_cannot_push_onto_its_head_and_nothing_unannounced_lands(truste
     assert all_image_ids(2) == before2
     # The head is as it was.
     assert all_image_ids(1) == heads["images"]
-    assert node_exec(node(1), "docker", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}").stdout == heads["tags"]
+    assert tags(1) == heads["tags"]
     assert node_exec(node(1), "sh", "-c", "ls -laR /srv/dgxspark/models 2>&1").stdout == heads["models"]
     node_exec(node(2), "rm", "-rf", "/srv/dgxspark/models/evil")
 
@@ -303,8 +303,7 @@ def test_image_reaches_node2_with_the_same_id_and_rerun_moves_nothing(trusted, t
     assert recap(second.stdout, node(1))["changed"] == 0 and recap(second.stdout, node(2))["changed"] == 0
     assert re.search(rf"- {re.escape(node(2))}\s+skip\s+0\s", second.stdout)
 
-    announce([2])
-    result, proc = module([2])
+    result, proc = module([2])  # every target holds it: nothing is asked of them, no announcement needed
     assert proc.returncode == 0 and result["changed"] is False, proc.stdout[-3000:]
     assert result["targets"][0]["action"] == "skip" and result["targets"][0]["reason"] == "same image ID"
     assert result["bytes_sent"] == 0 and result["elapsed"] < 5.0  # a look, no stream (2.04 s seen on a loaded machine)
@@ -327,11 +326,12 @@ def test_interrupted_transfer_keeps_the_old_tag_and_a_rerun_completes(trusted):
     load_into_node1(f"{IMAGE}:v2")  # node 1: NAME -> v2; node 2 still has NAME -> v1
     assert image_id(2, NAME) == ids["v1"]
     before = all_image_ids(2)
-    announce([2])
+    nonce = announce_image([2], NAME)
     # Slow node 1's fabric egress so the 90 MB stream takes seconds, then cut it on node 2 mid-way.
     with throttled(1, "60mbit"):
         result, code, out = cut_midway("dgxspark.vllm.image_sync",
-                                       {"image": NAME, "targets": [{"host": fabric_ip(2), "name": node(2)}]}, 20_000_000)
+                                       {"image": NAME, "targets": [{"host": fabric_ip(2), "name": node(2)}],
+                                        "nonce": nonce}, 20_000_000)
     assert code != 0, out[-3000:]
     assert node(2) in result["msg"] and "previous tags are unchanged" in result["msg"]
     assert result["targets"][0]["action"] == "failed" and result["targets"][0]["after_id"] == ids["v1"]
@@ -340,7 +340,11 @@ def test_interrupted_transfer_keeps_the_old_tag_and_a_rerun_completes(trusted):
     assert image_id(2, ids["v2"]) is None
     assert all_image_ids(2) == before
 
-    result, proc = module([2])
+    # The cut receive took its announcement (one use): the rerun is announced anew, as the role does at every run.
+    result, proc = module([2], extra={"nonce": nonce})
+    assert proc.returncode != 0 and "was not announced to this node" in proc.stdout, proc.stdout[-3000:]
+    assert image_id(2, NAME) == ids["v1"] and all_image_ids(2) == before
+    result, proc = module([2], extra={"nonce": announce_image([2], NAME)})
     assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
     assert result["targets"][0]["action"] == "transfer" and image_id(2, NAME) == ids["v2"]
     assert image_id(2, ids["v1"]) == ids["v1"]  # the previous image stays (untagged), for a rollback

@@ -22,6 +22,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _announce, _i
 
 ID_A = "sha256:" + "a" * 64
 ID_B = "sha256:" + "b" * 64
+NONCE = "5eed" * 8
 
 
 CONFIG = {"key": "/etc/dgxspark/transfer/id_ed25519", "known_hosts": "/etc/dgxspark/transfer/known_hosts",
@@ -38,9 +39,12 @@ def test_the_next_hop_is_reached_with_the_relays_ssh_argv(R):
 
 def test_validate_request(R):
     req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "reg:5000/a/b:1.0",
-                              "next": [{"host": "10.0.0.3", "name": "n3"}]})
+                              "nonce": NONCE, "next": [{"host": "10.0.0.3", "name": "n3"}]})
     assert req["next"] == [{"host": "10.0.0.3", "port": 22, "name": "n3"}]
     bad = [
+        {"v": 1, "op": "receive", "image_id": ID_A, "ref": "a:1"},
+        {"v": 1, "op": "tag", "image_id": ID_A, "ref": "a:1"},
+        {"v": 1, "op": "tag", "image_id": ID_A, "ref": "a:1", "nonce": "xyz"},
         {"v": 3, "op": "inspect"},
         {"v": True, "op": "inspect"},
         {"v": 1, "op": "files_inspect", "model": "m"},
@@ -67,10 +71,11 @@ def test_validate_request(R):
 def test_split_ref_and_next_header(R):
     assert R.split_ref("reg:5000/a/b") == ("reg:5000/a/b", "latest")
     assert R.split_ref("reg:5000/a/b:1.0") == ("reg:5000/a/b", "1.0")
-    req = {"image_id": ID_A, "ref": "a:1", "content_label": None, "source_store": "graphdriver",
+    req = {"image_id": ID_A, "ref": "a:1", "content_label": None, "source_store": "graphdriver", "nonce": NONCE,
            "next": [{"host": "h3", "port": 22, "name": "n3"}, {"host": "h4", "port": 22, "name": "n4"}]}
-    assert R.next_header(req) == {"v": 1, "op": "receive", "name": "n3", "image_id": ID_A, "ref": "a:1",
-                                  "content_label": None, "fingerprint": None, "source_store": "graphdriver",
+    # The sender's word on the image's store, label or fingerprint is not passed on: each node verifies against what
+    # the controller announced to it (security review H2).
+    assert R.next_header(req) == {"v": 1, "op": "receive", "name": "n3", "image_id": ID_A, "ref": "a:1", "nonce": NONCE,
                                   "next": [{"host": "h4", "port": 22, "name": "n4"}]}
 
 
@@ -78,48 +83,87 @@ def test_loaded_ids_and_verify(R):
     events = [{"stream": "Loaded image ID: " + ID_A + "\n"}, {"stream": "Loaded image: a:1\n"}]
     assert R.loaded_ids(events) == ([ID_A], ["a:1"], None)
     assert R.loaded_ids([{"errorDetail": {"message": "no space left on device"}}]) == ([], [], "no space left on device")
-    assert R.verify_loaded(ID_A, None, "graphdriver", "graphdriver", [ID_A], {}) is None
-    assert R.verify_loaded(ID_A, None, "graphdriver", "graphdriver", [ID_B], {}) == (
-        f"loaded image {ID_B} is not the source's {ID_A}")
-    assert R.verify_loaded(ID_A, None, "graphdriver", "graphdriver", [], {}) == "docker load reported no image"
-    assert R.verify_loaded(ID_A, "p1", "graphdriver", "containerd", [ID_B], {R.CONTENT_LABEL: "p1"}) is None
-    assert R.verify_loaded(ID_A, "p1", "graphdriver", "containerd", [ID_B], {}).startswith("loaded image lacks")
-    # Across stores without a label, the content fingerprint decides (it is the same under both stores).
+    gd = {"id": ID_A, "store": "graphdriver"}
+    assert R.verify_loaded(gd, "graphdriver", [ID_A], {}, None) is None
+    assert R.verify_loaded({"id": ID_A}, "containerd", [ID_A], {}, None) is None  # no store announced: the ID decides
+    assert R.verify_loaded(gd, "graphdriver", [ID_B], {}, None) == f"loaded image {ID_B} is not the announced {ID_A}"
+    assert R.verify_loaded(gd, "graphdriver", [], {}, None) == "docker load reported no image"
+    assert R.verify_loaded(gd, "graphdriver", [ID_A, ID_B], {}, None).startswith("docker load reported 2 images")
+    labelled = dict(gd, content_label="p1")
+    assert R.verify_loaded(labelled, "containerd", [ID_B], {R.CONTENT_LABEL: "p1"}, None) is None
+    assert R.verify_loaded(labelled, "containerd", [ID_B], {}, None).startswith("loaded image lacks")
+    # Across stores without a label, the announced content fingerprint decides (it is the same under both stores).
     mark, other = "sha256:" + "e" * 64, "sha256:" + "f" * 64
-    assert R.verify_loaded(ID_A, None, "graphdriver", "containerd", [ID_B], {}, (mark, mark)) is None
-    assert R.verify_loaded(ID_A, None, "graphdriver", "containerd", [ID_B], {}, (mark, other)) == (
-        f"loaded image's content fingerprint {other} is not the source's {mark}")
-    assert R.verify_loaded(ID_A, None, "graphdriver", "containerd", [ID_B], {}, (mark, None)).startswith(
-        "loaded image's content fingerprint None")
+    marked = dict(gd, fingerprint=mark)
+    assert R.verify_loaded(marked, "containerd", [ID_B], {}, mark) is None
+    assert R.verify_loaded(marked, "containerd", [ID_B], {}, other) == (
+        f"loaded image's content fingerprint {other} is not the announced {mark}")
+    # Across stores with nothing to compare, the load cannot be verified: refused (it was accepted before).
+    assert "cannot be verified" in R.verify_loaded(gd, "containerd", [ID_B], {}, mark)
+
+
+def archive_names(data):
+    """The names a whole archive's manifest.json gives (as docker load applies them: the member name cleaned)."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for member in tar.getmembers():
+                if _announce.clean_name(member.name) == "manifest.json" and member.isfile():
+                    return [tag for item in json.load(tar.extractfile(member)) for tag in item.get("RepoTags") or []]
+    except (tarfile.TarError, ValueError):
+        pass
+    return []
 
 
 class FakeAPI:
+    """The images and tags of a Docker engine, as far as a receive touches them. A load of a whole archive applies
+    the names of its manifest.json, as docker load does."""
+
     def __init__(self, loaded_id=ID_A, fail=None):
         self.loaded_id, self.fail = loaded_id, fail
         self.received = b""
+        self.held = {ID_B: ["docker.io/library/python:3"]}  # image ID -> its tags
         self.tags, self.removed = [], []
 
     def info(self):
         return {"Driver": "overlay2", "DriverStatus": []}
 
-    def images(self, **_kw):
-        return [ID_B]
+    def images(self, quiet=False, **_kw):
+        if quiet:
+            return list(self.held)
+        return [{"Id": image, "RepoTags": list(tags) or None} for image, tags in self.held.items()]
 
     def load_image(self, data):
         for chunk in data:
             self.received += chunk  # copied before the next chunk is asked for, as an upload sends it
         if self.fail:
             return [{"error": self.fail}]
-        return [{"stream": f"Loaded image ID: {self.loaded_id}\n"}]
+        self.held.setdefault(self.loaded_id, [])
+        names = archive_names(self.received)
+        for name in names:
+            self._point(name, self.loaded_id)
+        return [{"stream": f"Loaded image: {name}\n"} for name in names] or [
+            {"stream": f"Loaded image ID: {self.loaded_id}\n"}]
 
     def inspect_image(self, ref):
         return {"Id": ref, "Config": {"Labels": {}}}
 
+    def _point(self, ref, image):
+        for tags in self.held.values():
+            if ref in tags:
+                tags.remove(ref)
+        self.held.setdefault(image, []).append(ref)
+
     def tag(self, image, repo, tag, force):
         self.tags.append((image, repo, tag, force))
+        self._point(f"{repo}:{tag}", image)
 
     def remove_image(self, image, force, noprune):
         self.removed.append(image)
+        if image in self.held:
+            del self.held[image]
+        for tags in self.held.values():
+            if image in tags:
+                tags.remove(image)
 
 
 def stream(payload, chunk=3, cut=None):
@@ -144,16 +188,18 @@ def archive(members=None, tags=None):
 PAYLOAD = archive()
 
 
-def announce(directory, ref="a:1", image_id=ID_A, size=1 << 20):
-    (directory / _announce.IMAGES_FILE).write_text(_announce.images_text([{"ref": ref, "id": image_id, "bytes": size}]))
+def announce(directory, ref="a:1", image_id=ID_A, size=1 << 20, **identity):
+    entry = {"ref": ref, "id": image_id, "bytes": size, "store": "graphdriver", **identity}
+    (directory / _announce.IMAGES_FILE).write_text(_announce.images_text([entry], NONCE, int(time.time()) + 600))
 
 
-def receive(R, api, source, capsys, tmp_path, ref="a:1", announced=True):
-    """A receive of REF as ID_A; the controller announced a:1 -> ID_A first unless ANNOUNCED is false."""
+def receive(R, api, source, capsys, tmp_path, ref="a:1", announced=True, **claims):
+    """A receive of REF as ID_A (with the sender's CLAIMS in its header); the controller announced a:1 -> ID_A first
+    unless ANNOUNCED is false."""
     if announced:
         announce(tmp_path)
-    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": ref,
-                              "source_store": "graphdriver"})
+    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": ref, "nonce": NONCE,
+                              **claims})
     try:
         rc = R.do_receive(api, req, {**CONFIG, "_dir": str(tmp_path)}, source)
     except (R.RequestError, ValueError) as exc:  # refused before the stream is read: main() answers with it
@@ -186,7 +232,7 @@ def test_wrong_image_is_removed_and_not_tagged(R, capsys, tmp_path):
     api = FakeAPI(loaded_id=other)
     rc, lines = receive(R, api, stream(b"abc"), capsys, tmp_path)
     assert rc == 1 and api.tags == [] and api.removed == [other]
-    assert lines[0]["error"].startswith(f"verification failed: loaded image {other} is not the source's {ID_A}")
+    assert lines[0]["error"].startswith(f"verification failed: loaded image {other} is not the announced {ID_A}")
 
 
 def test_load_error_is_reported(R, capsys, tmp_path):
@@ -227,13 +273,16 @@ def test_an_unannounced_receive_or_tag_is_refused_and_nothing_is_loaded(R, capsy
     assert rc == 1 and f"a:1 was announced as {ID_B}, not {ID_A}" in lines[0]["error"] and api.received == b""
     # tag: only an announced name, pointed at its announced ID.
     for ref in ("docker.io/library/python:3", "a:1"):
-        req = R.validate_request({"v": 1, "op": "tag", "image_id": ID_A, "ref": ref})
+        req = R.validate_request({"v": 1, "op": "tag", "image_id": ID_A, "ref": ref, "nonce": NONCE})
         with pytest.raises(ValueError, match="announced"):
             R.do_tag(api, req, {"_dir": str(tmp_path)})
     assert api.tags == []
     announce(tmp_path)
-    assert R.do_tag(api, R.validate_request({"v": 1, "op": "tag", "image_id": ID_A, "ref": "a:1"}),
-                    {"_dir": str(tmp_path)})["ok"] is True
+    api.held[ID_A] = []
+    tag = R.validate_request({"v": 1, "op": "tag", "image_id": ID_A, "ref": "a:1", "nonce": NONCE})
+    assert R.do_tag(api, tag, {"_dir": str(tmp_path)})["ok"] is True
+    with pytest.raises(ValueError, match="was not announced"):  # one use
+        R.do_tag(api, tag, {"_dir": str(tmp_path)})
 
 
 def test_an_archive_that_names_images_is_refused_before_its_end_reaches_the_engine(R, capsys, tmp_path):
@@ -245,6 +294,64 @@ def test_an_archive_that_names_images_is_refused_before_its_end_reaches_the_engi
     legacy = archive({"repositories": json.dumps({"busybox": {"latest": "abc"}}).encode(), "abc/layer.tar": b"x"})
     rc, lines = receive(R, FakeAPI(), stream(legacy, chunk=100), capsys, tmp_path)
     assert rc == 1 and "repositories busybox" in lines[0]["error"]
+
+
+def test_h1_a_name_spelled_as_docker_cleans_it_is_refused_before_the_end_reaches_the_engine(R, capsys, tmp_path):
+    """Security review H1: x/../manifest.json passed the guard, and Docker applied its RepoTags."""
+    hostile = archive({"abc/layer.tar": b"x" * 2000, "cfg.json": b"{}",
+                       "x/../manifest.json": json.dumps([{"Config": "cfg.json", "RepoTags": ["docker.io/library/python:3"],
+                                                          "Layers": ["abc/layer.tar"]}]).encode()})
+    api = FakeAPI()
+    rc, lines = receive(R, api, stream(hostile, chunk=512), capsys, tmp_path)
+    assert rc == 1 and "RepoTags docker.io/library/python:3" in lines[0]["error"]
+    assert api.tags == [] and len(api.received) < len(hostile)
+    assert api.held == {ID_B: ["docker.io/library/python:3"]}
+
+
+class BlindGuard:
+    """A guard that misses every form: what the tag comparison after the load must catch on its own."""
+
+    def feed(self, data):
+        pass
+
+
+def test_h1_tags_the_load_changed_are_put_back_and_the_transfer_fails_naming_them(R, capsys, tmp_path, monkeypatch):
+    """Security review H1: whatever the guard misses, the engine's tags are compared before and after the load; every
+    change (a moved tag, a new one) is put back, the images the load made are removed, and the error names them."""
+    monkeypatch.setattr(R, "TarGuard", BlindGuard)
+    hostile = archive(tags=["docker.io/library/python:3", "a:1"])
+    api = FakeAPI()
+    rc, lines = receive(R, api, stream(hostile, chunk=512), capsys, tmp_path)
+    error = lines[0]["error"]
+    assert rc == 1 and error.startswith("refused: the load changed tags the controller did not announce")
+    assert f"docker.io/library/python:3 ({ID_B} -> {ID_A})" in error and f"a:1 (absent -> {ID_A})" in error
+    assert "put back as they were" in error
+    assert api.held == {ID_B: ["docker.io/library/python:3"]} and ID_A in api.removed
+
+
+def test_h2_the_senders_claims_of_store_label_or_fingerprint_count_for_nothing(R, capsys, tmp_path, monkeypatch):
+    """Security review H2: the receiver took the image store, content label and fingerprint from the sender's request,
+    so a sender claiming another store made any image "verified". Now only the announcement counts."""
+    other = "sha256:" + "c" * 64
+    mark = "sha256:" + "e" * 64
+    monkeypatch.setattr(R, "fingerprint", lambda attrs: mark)
+    for claims in ({"source_store": "containerd"}, {"source_store": "evil"},
+                   {"source_store": "containerd", "content_label": "x"}, {"source_store": "containerd", "fingerprint": mark}):
+        api = FakeAPI(loaded_id=other)
+        api.inspect_image = lambda ref: {"Id": ref, "Config": {"Labels": {R.CONTENT_LABEL: "x"}}}
+        rc, lines = receive(R, api, stream(PAYLOAD), capsys, tmp_path, **claims)
+        assert rc == 1 and f"loaded image {other} is not the announced {ID_A}" in lines[0]["error"], (claims, lines)
+        assert api.tags == [] and api.removed == [other] and other not in api.held
+    # Across stores, what the controller announced decides: its fingerprint, here the loaded image's.
+    api = FakeAPI(loaded_id=other)
+    announce(tmp_path, store="containerd", fingerprint=mark)
+    rc, lines = receive(R, api, stream(PAYLOAD), capsys, tmp_path, announced=False)
+    assert rc == 0 and api.tags == [(other, "a", "1", True)]
+    # And with nothing to compare across stores, the load is refused and removed.
+    api = FakeAPI(loaded_id=other)
+    announce(tmp_path, store="containerd")
+    rc, lines = receive(R, api, stream(PAYLOAD), capsys, tmp_path, announced=False)
+    assert rc == 1 and "cannot be verified" in lines[0]["error"] and api.removed == [other] and api.tags == []
 
 
 def test_a_stream_longer_than_announced_is_cut(R, capsys, tmp_path, monkeypatch):
@@ -298,8 +405,7 @@ def test_a_silent_sender_is_aborted_after_the_idle_timeout(R, capsys, tmp_path):
     api = FakeAPI()
     announce(tmp_path)
     whole = stream(b"0123456789").getvalue()
-    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "a:1",
-                              "source_store": "graphdriver"})
+    req = R.validate_request({"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "a:1", "nonce": NONCE})
     with SilentSender(whole[:9]) as source:  # one whole frame and a part of the next
         began = time.monotonic()
         rc = R.do_receive(api, req, dict(CONFIG, idle_timeout=0.3, _dir=str(tmp_path)), source)

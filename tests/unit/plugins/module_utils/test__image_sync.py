@@ -109,13 +109,14 @@ def test_chains_and_headers():
     # A chain never leaves a cluster: the source sends once per cluster, each chain in the targets' order.
     fleet = [{"name": n, "cluster": c} for n, c in (("a2", "pa"), ("b1", "pb"), ("a3", "pa"), ("b2", "pb"))]
     assert [[e["name"] for e in c] for c in img.chains(fleet, "relay")] == [["a2", "a3"], ["b1", "b2"]]
-    header = img.receive_header(entries[0], entries[1:], "img:1", SRC, "graphdriver")
-    assert header == {"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "img:1", "content_label": None,
-                      "fingerprint": None, "source_store": "graphdriver",
+    nonce = "9" * 32
+    header = img.receive_header(entries[0], entries[1:], "img:1", SRC, nonce)
+    # The image and the announcement's nonce: no store, label or fingerprint of the sender's (security review H2).
+    assert header == {"v": 1, "op": "receive", "name": "n2", "image_id": ID_A, "ref": "img:1", "nonce": nonce,
                       "next": [{"host": "h3", "port": 22, "name": "n3"}, {"host": "h4", "port": 22, "name": "n4"}]}
-    assert img.receive_header(entries[0], [], ID_A, SRC, "graphdriver")["ref"] is None
+    assert img.receive_header(entries[0], [], ID_A, SRC, nonce)["ref"] is None
     assert img.inspect_header("img:1", ID_A) == {"v": 1, "op": "inspect", "image": "img:1", "image_id": ID_A}
-    assert img.tag_header("img:1", ID_A) == {"v": 1, "op": "tag", "ref": "img:1", "image_id": ID_A}
+    assert img.tag_header("img:1", ID_A, nonce) == {"v": 1, "op": "tag", "ref": "img:1", "image_id": ID_A, "nonce": nonce}
 
 
 def test_framing():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 
 import pytest
 
@@ -16,6 +17,7 @@ from ansible_collections.dgxspark.vllm.plugins.modules import transfer_announce 
 
 ID = "sha256:" + "a" * 64
 SHA = "c" * 64
+NONCE = "0f" * 16
 
 
 @pytest.fixture(autouse=True)
@@ -35,13 +37,20 @@ def run(capsys, args):
 
 def test_images_and_models_are_announced_once_then_nothing_changes(tmp_path, capsys):
     d = tmp_path / "transfer"
-    images = {"dir": str(d), "images": [{"ref": "vllm-node:26.01", "id": ID, "bytes": 7}]}
+    images = {"dir": str(d), "images": [{"ref": "vllm-node:26.01", "id": ID, "bytes": 7, "store": "graphdriver"}],
+              "nonce": NONCE}
     checked = run(capsys, {**images, "_ansible_check_mode": True})
     assert checked["changed"] is True and not d.exists()
+    before = time.time()
     assert run(capsys, images)["changed"] is True
-    assert json.loads((d / "announced-images.json").read_text())["images"] == [{"bytes": 7, "id": ID, "ref": "vllm-node:26.01"}]
+    written = json.loads((d / "announced-images.json").read_text())
+    assert written["images"] == [{"bytes": 7, "id": ID, "ref": "vllm-node:26.01", "store": "graphdriver",
+                                  "content_label": None, "fingerprint": None}]
+    assert written["nonce"] == NONCE and before + 7200 - 5 <= written["expires"] <= time.time() + 7200
     assert stat.S_IMODE(os.stat(d / "announced-images.json").st_mode) == 0o600
     assert run(capsys, images)["changed"] is False
+    # A new nonce (the next sync) is a new announcement.
+    assert run(capsys, {**images, "nonce": "f" * 32})["changed"] is True
     model = {"dir": str(d), "model": "Qwen3-0.6B", "files": {"config.json": {"size": 2, "sha256": SHA}}}
     assert run(capsys, model)["changed"] is True
     other = {"dir": str(d), "model": "other", "files": {"w.bin": {"size": 1, "sha256": SHA}}}
@@ -52,8 +61,10 @@ def test_images_and_models_are_announced_once_then_nothing_changes(tmp_path, cap
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    ({"images": [{"ref": "a:1\n", "id": ID}]}, "not an image reference"),
-    ({"images": [{"ref": "a:1", "id": "sha256:1"}]}, "sha256:<64 hex>"),
+    ({"images": [{"ref": "a:1\n", "id": ID}], "nonce": "a" * 32}, "not an image reference"),
+    ({"images": [{"ref": "a:1", "id": "sha256:1"}], "nonce": "a" * 32}, "sha256:<64 hex>"),
+    ({"images": [{"ref": "a:1", "id": ID}], "nonce": "not hex"}, "nonce"),
+    ({"images": [{"ref": "a:1", "id": ID}], "nonce": "a" * 32, "ttl": 0}, "ttl"),
     ({"model": "../etc", "files": {}}, "not a model directory"),
     ({"model": "m", "files": {"/etc/passwd": {"size": 1, "sha256": SHA}}}, "not a relative path"),
 ])
