@@ -10,7 +10,9 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
     GATEWAY_GROUP, GATEWAY_HOST_VARS, MONITORING_ADDRESS_VAR, MONITORING_GROUP, MONITORING_HOST_VARS, node_fabric,
     plain_hostvars, resolve_fleet, resolve_gateways, with_fabric)
-from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import READ, check_host, check_secrets, unreadable
+from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import (
+    READ, check_exposure, check_host, check_secrets, unreadable,
+)
 
 
 def _raw(hostvars, host, hv):
@@ -22,7 +24,7 @@ def _raw(hostvars, host, hv):
         return None
 
 
-def input_problems(hostvars, hosts, require_api_key: bool = False) -> list[str]:
+def input_problems(hostvars, hosts, require_api_key: bool = False, gateways: bool = False) -> list[str]:
     """The problems among the values the inventory (or -e) gives HOSTS for the variables _inputs checks, and their
     secrets' (a placeholder, a vault value nothing maps, and with REQUIRE_API_KEY no key to serve with).
 
@@ -41,6 +43,7 @@ def input_problems(hostvars, hosts, require_api_key: bool = False) -> list[str]:
             except Exception as exc:  # pylint: disable=broad-except  # lazy hostvars: an undefined or broken template
                 values[variable] = unreadable(exc)
         problems.extend(check_host(host, values))
+        problems.extend(check_exposure(host, values, gateways))
         problems.extend(check_secrets(host, values, raw=lambda host=host, hv=hv: _raw(hostvars, host, hv),
                                       require_api_key=require_api_key))
     return problems
@@ -106,7 +109,7 @@ class ActionModule(ActionBase):
         # this host alone when it is in no cluster.
         cluster = fleet["clusters"].get(fleet["host_cluster"].get(host, ""), {})
         input_errors = input_problems(task_vars.get("hostvars", {}), cluster.get("members") or [host],
-                                      require_api_key=args["require_api_key"])
+                                      require_api_key=args["require_api_key"], gateways=bool(gateways))
         if fleet["errors"] or gateway_errors or input_errors:
             # dict.fromkeys: a fabric IP is checked fleet-wide and among the cluster's values; say it once.
             errors = list(dict.fromkeys(fleet["errors"] + gateway_errors + input_errors))

@@ -49,7 +49,8 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: C(config) (the text of haproxy.cfg), C(target) (the engine's address and port, C(address:port)) and
-    C(engine_on_lan) (true when the engine listens on an address other than the loopback).
+    C(engine_bind) (the address and port the engine bound) and C(engine_on_lan) (true when the engine bound an address
+    other than the loopback, a wildcard among them).
   type: dict
 """
 
@@ -65,8 +66,11 @@ def gateway_door(release, bind=None, port=None, allowed=None, timeout=600):
                                       timeout=timeout)
     except (_gateway.GatewayError, ValueError, TypeError) as exc:
         raise AnsibleFilterError(f"gateway_door: {exc}") from exc
-    return {"config": config, "target": f"{address}:{engine_port}",
-            "engine_on_lan": address not in ("127.0.0.1", "::1")}
+    # Exposure is judged on the address the engine bound, not on where the door reaches it: an engine on 0.0.0.0
+    # (reached by the door on 127.0.0.1) listens on the LAN too.
+    bound = str(((release or {}).get("endpoint") or {}).get("host") or "127.0.0.1")
+    return {"config": config, "target": f"{address}:{engine_port}", "engine_bind": f"{bound}:{engine_port}",
+            "engine_on_lan": bound not in ("127.0.0.1", "::1")}
 
 
 class FilterModule:

@@ -29,7 +29,12 @@ PAIR_VAR = "dgxspark_pair"  # the name of CLUSTER_VAR before clusters had more t
 FABRIC_IP_VAR = "dgxspark_fabric_ip"
 TOPOLOGY_VAR = "dgxspark_fabric_topology"
 RANK_VAR = "dgxspark_rank"
-HOST_VARS = (ROLE_VAR, CLUSTER_VAR, PAIR_VAR, FABRIC_IP_VAR, TOPOLOGY_VAR, RANK_VAR)
+# What a cluster serves clients under, as the inventory says (its head's variables): vllm_serve_served_model_name,
+# else the lower-cased last part of vllm_serve_model, else of dgxspark_model, else of the collection's default model
+# (the rule of roles/vllm_serve/defaults/main.yml). The gateway routes a cluster under this name only.
+SERVED_VARS = ("vllm_serve_served_model_name", "vllm_serve_model", "dgxspark_model")
+DEFAULT_MODEL = "Qwen/Qwen3.5-122B-A10B-FP8"
+HOST_VARS = (ROLE_VAR, CLUSTER_VAR, PAIR_VAR, FABRIC_IP_VAR, TOPOLOGY_VAR, RANK_VAR, *SERVED_VARS)
 
 MAX_NODES = 8
 TOPOLOGIES = ("single", "direct", "switch")
@@ -130,6 +135,15 @@ def _topology(name: str, members: list[str], hostvars: dict, errors: list[str]) 
     return topology
 
 
+def served_model_name(hv: dict) -> str:
+    """The name a cluster whose head has the variables HV serves under (SERVED_VARS)."""
+    named = hv.get(SERVED_VARS[0])
+    if isinstance(named, str) and named:
+        return named
+    model = next((hv.get(v) for v in SERVED_VARS[1:] if isinstance(hv.get(v), str) and hv.get(v)), DEFAULT_MODEL)
+    return model.rstrip("/").rsplit("/", 1)[-1].lower()
+
+
 def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus_per_node: int = 1,
                   parallel: dict | None = None, max_nodes: int = MAX_NODES, min_nodes: int = 1,
                   service_groups: tuple[str, ...] | list[str] = SERVICE_GROUPS) -> dict:
@@ -140,7 +154,8 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
     host's play will serve its cluster with, checked against the cluster's GPUs.
 
     Returns ``{"group", "clusters", "host_cluster", "nodes", "errors"}``: clusters by name (``head``, ``workers``,
-    ``members`` in rank order, ``size``, ``gpus``, ``topology``, ``fabric_ips``), each host's cluster, each host's
+    ``members`` in rank order, ``size``, ``gpus``, ``topology``, ``fabric_ips``, ``served_model_name``: what the
+    inventory says the cluster serves clients under), each host's cluster, each host's
     place (``cluster``, ``head``, ``members``, ``rank``, ``is_head``, ``size``, ``gpus``, ``topology``,
     ``fabric_ip``) and every problem found, as sentences naming the cluster, host and variable and the fix.
     SERVICE_GROUPS (the gateway and monitoring groups) are never clusters, even when they hold a head alone.
@@ -236,6 +251,7 @@ def resolve_fleet(groups: dict, hostvars: dict, fleet: str = "spark_pairs", gpus
                           f"serves clusters of {min_nodes} to {max_nodes} Sparks: add a worker to the cluster's group, "
                           "or leave the node out of the fleet group")
         entry["topology"] = _topology(name, members, hostvars, errors)
+        entry["served_model_name"] = served_model_name(hostvars.get(entry["head"]) or {}) if entry["head"] else ""
         checks = [(h, parallel[h]) for h in members if h in parallel] or (
             [("", parallel["*"])] if "*" in parallel else [])
         for host, want in checks:
@@ -294,8 +310,17 @@ def plain_hostvars(groups: dict, hostvars, fleet: str) -> dict:
     out = {}
     for host in groups.get(fleet, []):
         hv = hostvars[host] if host in hostvars else {}
-        out[host] = {key: hv.get(key) for key in HOST_VARS}
+        out[host] = {key: _get(hv, key) for key in HOST_VARS}
     return out
+
+
+def _get(hv, key):
+    """HV[KEY] templated, or None when it is unset or its template cannot be rendered here (a model variable that
+    names a play's variable: the gateway then has no name to hold the release to and says so)."""
+    try:
+        return hv.get(key)
+    except Exception:  # pylint: disable=broad-except  # lazy hostvars: an undefined or broken template
+        return None
 
 
 FABRIC_KEYS = {"interface": "fabric_interface", "ip": "fabric_ip", "mtu": "fabric_mtu", "transport": "transport",

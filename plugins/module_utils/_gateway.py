@@ -314,6 +314,14 @@ def gateway_models(clusters: dict, heads: dict, door_port) -> tuple[dict, list[s
             warnings.append(f"cluster {cluster}: its head {head} has no release record (not deployed): the gateway "
                             "does not route to it")
             continue
+        expected = (entry or {}).get("served_model_name")
+        if expected and str(served) != str(expected):
+            # The name comes from the inventory: a head cannot take another cluster's traffic by claiming its name.
+            warnings.append(f"cluster {cluster}: its head {head}'s release serves '{served}', but the inventory gives "
+                            f"the cluster '{expected}' (vllm_serve_served_model_name, else the model's name): the "
+                            "gateway does not route to it; deploy the cluster again, or set the inventory to what it "
+                            "serves")
+            continue
         if not info.get("lan_ip"):
             warnings.append(f"cluster {cluster}: no LAN address is known for its head {head}: the gateway does not "
                             "route to it")

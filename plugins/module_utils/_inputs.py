@@ -80,7 +80,10 @@ MODEL_OR_PATH = "model_or_path"
 REVISION_KIND = "revision"
 PULL_KIND = "pull"
 OWN_DIR = "own_dir"
+OWN_FILE = "own_file"
 DATA_DIR = "data_dir"
+BIND_KIND = "bind"
+SOURCES_KIND = "sources"
 
 VARIABLES = {
     "dgxspark_fabric_ip": IP,
@@ -118,6 +121,15 @@ VARIABLES = {
     "ray_cluster_config_dir": OWN_DIR,
     "ray_cluster_launcher_dir": OWN_DIR,
     "rollout_config_dir": OWN_DIR,
+    "model_sync_hf_token_dir": OWN_DIR,
+    "monitoring_config_dir": OWN_DIR,
+    "monitoring_data_dir": OWN_DIR,
+    # Files of the collection's own, whose directory is made 0700.
+    "deploy_state_path": OWN_FILE,
+    "hybrid_image_record": OWN_FILE,
+    # The engine's bind address, and the sources sshd admits the transfer keys from.
+    "vllm_serve_host": BIND_KIND,
+    "node_trust_allowed_from": SOURCES_KIND,
     # Directories of weights: files in a model's directory are replaced and removed by a sync.
     "dgxspark_models_dir": DATA_DIR,
     "model_sync_models_dir": DATA_DIR,
@@ -305,6 +317,59 @@ def own_dir(value) -> str:
                      "e.g. /etc/dgxspark/transfer, or leave it unset for the default")
 
 
+def own_file(value) -> str:
+    """VALUE as a file of the collection's own: a plain absolute path in a directory own_dir accepts (the collection
+    makes that directory 0700)."""
+    text = _text(value, "set it to a file in a directory of the collection's own, such as /var/lib/dgxspark/deploy/record.json")
+    parent, _slash, base = text.rpartition("/")
+    try:
+        own_dir(parent)
+    except InputError:
+        raise InputError(f"is {text!r:.120}, whose directory is not one of the collection's own (the collection makes "
+                         "it 0700); set it to a plain absolute path in a directory with a component named dgxspark..., "
+                         "e.g. /var/lib/dgxspark/deploy/record.json, or leave it unset for the default") from None
+    if not base or base in (".", ".."):
+        raise InputError(f"is {text!r:.120}, which names no file; set it to a file such as "
+                         "/var/lib/dgxspark/deploy/record.json")
+    return text
+
+
+def bind(value) -> str:
+    """VALUE as the engine's bind address: an IP address (the loopback, the node's LAN address, or a wildcard)."""
+    text = _text(value, "set it to an IP address such as 127.0.0.1")
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        raise InputError(f"is {text!r:.120}, which is no IP address; set it to an IP address the engine binds (127.0.0.1 "
+                         "behind a gateway, the head's LAN address without one), or leave it unset") from None
+    return text
+
+
+# The narrowest from= network that still counts as a fleet's: a transfer key admitted from a /0 (or any network this
+# wide) is admitted from the internet.
+MIN_PREFIX = {4: 8, 6: 16}
+
+
+def sources(value) -> list:
+    """VALUE as the networks sshd admits the transfer keys from: a list of IP addresses or networks, none wider than
+    a /8 (IPv4) or a /16 (IPv6)."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise InputError(f"is a {type(value).__name__}, not a list; set it to a list of addresses or networks, such as "
+                         "[192.168.100.0/24]")
+    for item in value:
+        text = _text(item, "set each to an address or a network, such as 192.168.100.0/24")
+        try:
+            network = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            raise InputError(f"holds {text!r:.80}, which is no IP address or network; set it to a list of addresses or "
+                             "networks, such as [192.168.100.0/24]") from None
+        if network.prefixlen < MIN_PREFIX[network.version]:
+            raise InputError(f"holds {text}, which admits the transfer keys from {network.num_addresses} addresses; set "
+                             f"it to the fleet's own networks (at most a /{MIN_PREFIX[network.version]}), such as "
+                             "192.168.100.0/24")
+    return list(value)
+
+
 def data_dir(value) -> str:
     """VALUE as a directory of model weights: a plain absolute path, not a system directory nor under one."""
     text = _text(value, "set it to a directory of weights such as /srv/dgxspark/models")
@@ -318,7 +383,7 @@ def data_dir(value) -> str:
 
 CHECKS = {IP: ip, SECRET_KIND: secret, HF_TOKEN_KIND: hf_token, NAME_KIND: name, IMAGE: image, MODEL: model, MODEL_OR_PATH: model_or_path,
           REVISION_KIND: revision, PULL_KIND: pull_policy,
-          OWN_DIR: own_dir, DATA_DIR: data_dir}
+          OWN_DIR: own_dir, OWN_FILE: own_file, DATA_DIR: data_dir, BIND_KIND: bind, SOURCES_KIND: sources}
 
 
 def check_value(host: str, variable: str, value, kind: str | None = None) -> str | None:
@@ -378,8 +443,11 @@ VAULT_NAMES = {VAULT_PREFIX + variable: variable for variable in VARIABLES}
 # The key vllm_serve serves with: its own variable when set, else the fleet's; and the opt-out of a key.
 API_KEY_VARIABLES = ("vllm_serve_api_key", "dgxspark_api_key")
 ALLOW_NO_API_KEY = "vllm_serve_allow_no_api_key"
-# Every variable check_host and check_secrets read for a host.
-READ = tuple(VARIABLES) + tuple(VAULT_NAMES) + (ALLOW_NO_API_KEY,)
+# The engine's bind address, and the opt-in to a wildcard bind where gateways front the fleet.
+BIND_VARIABLE = "vllm_serve_host"
+ALLOW_WILDCARD = "vllm_serve_allow_wildcard_host"
+# Every variable check_host, check_secrets and check_exposure read for a host.
+READ = tuple(VARIABLES) + tuple(VAULT_NAMES) + (ALLOW_NO_API_KEY, ALLOW_WILDCARD)
 _API_KEY_FIX = ("generate a key with `openssl rand -hex 32`, put it in group_vars/all/vault.yml as "
                 "vault_dgxspark_api_key, map it in group_vars/all/main.yml with the line "
                 "dgxspark_api_key: \"{{ vault_dgxspark_api_key }}\", encrypt the vault with `ansible-vault encrypt` "
@@ -439,6 +507,18 @@ def check_secrets(host: str, variables: dict, raw=None, require_api_key: bool = 
         if said:
             problems.append(f"host {host}: no API key to serve with: {said}; {_API_KEY_FIX}")
     return problems
+
+
+def check_exposure(host: str, variables: dict, gateways: bool) -> list[str]:
+    """The engine's exposure on HOST: behind GATEWAYS (the fleet has a gateway group), an engine bound to every
+    interface (0.0.0.0, ::) is reachable past them, on routes real vLLM serves without a key; it needs the explicit
+    opt-in vllm_serve_allow_wildcard_host: true. The message names host, variable and fix."""
+    value = variables.get(BIND_VARIABLE)
+    if not gateways or not isinstance(value, str) or value not in ("0.0.0.0", "::") or _true(variables.get(ALLOW_WILDCARD)):
+        return []
+    return [f"host {host}: {BIND_VARIABLE} is {value}, so the engine listens on every interface, where clients reach it "
+            f"past the fleet's gateways; leave {BIND_VARIABLE} unset (the engine binds 127.0.0.1 and the gateway "
+            f"reaches it through the head's door), or, to expose it anyway, set {ALLOW_WILDCARD}: true"]
 
 
 # What a node reports about its own fabric (dgxspark.vllm.rdma_facts) is checked as strictly as the inventory: it

@@ -102,9 +102,12 @@ def source_address(source: str) -> str:
     if not isinstance(source, str) or not SOURCE.fullmatch(source or "-"):
         raise TrustLineError(f"the source {source!r:.120} of from= must be an IP address or network")
     try:
-        ipaddress.ip_network(source, strict=False)
+        network = ipaddress.ip_network(source, strict=False)
     except ValueError:
         raise TrustLineError(f"the source {source!r:.120} of from= must be an IP address or network") from None
+    if network.prefixlen < (8 if network.version == 4 else 16):
+        raise TrustLineError(f"the source {source} of from= admits {network.num_addresses} addresses (the internet, or "
+                             "most of it); name the fleet's own networks, at most a /8 (IPv4) or a /16 (IPv6)")
     return source
 
 

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -196,14 +195,21 @@ def image_inspect(i, ref):
 
 
 def announce_image(targets, ref, source=1):
-    """What the image_sync role does before it sends: announce REF (its ID and size on node SOURCE) to the nodes
-    TARGETS, with a fresh nonce, which it returns (the module's requests must carry it; each target takes one)."""
-    attrs = image_inspect(source, ref)
-    nonce = secrets.token_hex(16)
-    announce = {"images": [{"ref": ref, "id": attrs["Id"], "bytes": attrs["Size"]}], "nonce": nonce}
+    """What the image_sync role does before it sends: ask the module on node SOURCE (check mode) what REF is there
+    (its ID, size, image store, content label and fingerprint) and for a nonce, announce that to the nodes TARGETS,
+    and return the nonce (the module's requests must carry it; each target takes one)."""
+    args = {"image": ref, "targets": [{"host": fabric_ip(i), "name": node(i)} for i in targets]}
+    proc = run([str(BIN / "ansible"), "-i", str(INVENTORY), node(source), "-m", "dgxspark.vllm.image_sync", "-a",
+                json.dumps(args), "--check"], check=False, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"))
+    checked = parse_adhoc(proc.stdout)
+    assert "nonce" in checked, proc.stdout[-3000:]
+    source_info = checked["source"]
+    image = {"ref": ref, "id": checked["image_id"], "bytes": source_info["size"], "store": source_info["store"]}
+    image.update({k: source_info[k] for k in ("content_label", "fingerprint") if source_info.get(k)})
     run([str(BIN / "ansible"), "-i", str(INVENTORY), ",".join(node(i) for i in targets), "-m",
-         "dgxspark.vllm.transfer_announce", "-a", json.dumps(announce)], env=ansible_env())
-    return nonce
+         "dgxspark.vllm.transfer_announce", "-a", json.dumps({"images": [image], "nonce": checked["nonce"]})],
+        env=ansible_env())
+    return checked["nonce"]
 
 
 def image_sync_to(source, target, ref, **options):

@@ -313,3 +313,16 @@ def test_a_gateway_without_an_ip_is_named_with_the_fix():
     assert gateways == []
     assert errors == ["gateway gw.example: its LAN address 'gw.example' is not an IP address (the heads' doors admit "
                       "the gateways by address); set dgxspark_gateway_address (or ansible_host) to its LAN IP"]
+
+
+def test_each_clusters_served_name_comes_from_its_heads_inventory_variables():
+    """Security review M6: the gateway holds each cluster to this name (the rule of vllm_serve's defaults)."""
+    groups, hv = inv({"pa": [("s1", "head"), ("s2", "worker")], "pb": [("s3", "head"), ("s4", "worker")],
+                      "pc": [("s5", "head"), ("s6", "worker")], "pd": [("s7", "head"), ("s8", "worker")]})
+    hv["s1"]["dgxspark_model"] = "Qwen/Qwen3.5-35B-A3B-FP8"
+    hv["s3"].update(dgxspark_model="Qwen/Qwen3.5-35B-A3B-FP8", vllm_serve_model="/models/Tiny-Model/")
+    hv["s5"]["vllm_serve_served_model_name"] = "tiny"
+    hv["s8"]["dgxspark_model"] = "other/Worker-Only"  # a worker's variables name nothing
+    clusters = resolve_fleet(groups, hv)["clusters"]
+    assert {name: entry["served_model_name"] for name, entry in clusters.items()} == {
+        "pa": "qwen3.5-35b-a3b-fp8", "pb": "tiny-model", "pc": "tiny", "pd": "qwen3.5-122b-a10b-fp8"}

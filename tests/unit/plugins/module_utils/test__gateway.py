@@ -196,6 +196,20 @@ def test_models_come_from_the_heads_release_records():
     assert [s["name"] for s in models["a"]] == ["pair1", "pair4"]
 
 
+def test_m6_a_head_that_claims_another_clusters_model_gets_none_of_its_traffic():
+    """Security review M6: the gateway took each head's word (release.json) for the model it serves, so a head that
+    claimed another cluster's name joined that backend and received its tenants' prompts. The name comes from the
+    inventory now (dgxspark_fleet.clusters' served_model_name)."""
+    clusters = {"pa": {"head": "s1", "served_model_name": "big"}, "pb": {"head": "s3", "served_model_name": "small"}}
+    heads = {"s1": {"release": {"served_model_name": "big"}, "lan_ip": "10.0.0.11"},
+             "s3": {"release": {"served_model_name": "big"}, "lan_ip": "10.0.0.13"}}
+    models, warnings = gw.gateway_models(clusters, heads, 8100)
+    assert models == {"big": [{"name": "pa", "address": "10.0.0.11", "port": 8100}]}
+    assert warnings == ["cluster pb: its head s3's release serves 'big', but the inventory gives the cluster 'small' "
+                        "(vllm_serve_served_model_name, else the model's name): the gateway does not route to it; "
+                        "deploy the cluster again, or set the inventory to what it serves"]
+
+
 def test_the_door_forwards_where_the_engine_listens():
     assert gw.door_target({"endpoint": {"host": "127.0.0.1", "port": 8000}}) == ("127.0.0.1", 8000)
     assert gw.door_target({"endpoint": {"host": "0.0.0.0", "port": 8001}}) == ("127.0.0.1", 8001)

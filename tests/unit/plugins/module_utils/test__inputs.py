@@ -25,6 +25,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _inputs as i
     (i.OWN_DIR, "/etc/dgxspark/transfer"), (i.OWN_DIR, "/opt/dgxspark/bin"), (i.OWN_DIR, "/var/tmp/dgxspark-hybrid"),
     (i.OWN_DIR, "/var/lib/dgxspark/gateway"), (i.OWN_DIR, "/srv/dgxspark"),
     (i.DATA_DIR, "/srv/dgxspark/models"), (i.DATA_DIR, "/data/models"), (i.DATA_DIR, "/home/nvidia/models"),
+    (i.OWN_FILE, "/var/lib/dgxspark/deploy/record.json"), (i.OWN_FILE, "/var/lib/dgxspark/verified-images.json"),
+    (i.BIND_KIND, "127.0.0.1"), (i.BIND_KIND, "0.0.0.0"), (i.BIND_KIND, "192.168.1.20"), (i.BIND_KIND, "::"),
 ])
 def test_good_values_pass(kind, value):
     assert i.check_value("spark-1", "some_variable", value, kind) is None
@@ -51,6 +53,12 @@ def test_good_values_pass(kind, value):
     (i.OWN_DIR, "/var/lib/docker"),
     (i.DATA_DIR, "/"), (i.DATA_DIR, "/etc"), (i.DATA_DIR, "/etc/models"), (i.DATA_DIR, "/usr/share/models"),
     (i.DATA_DIR, "/srv"), (i.DATA_DIR, "/srv/../etc"), (i.DATA_DIR, "models"), (i.DATA_DIR, "/srv/models\n"),
+    # Security review M4: the record's directory is made 0700 on every deploy.
+    (i.OWN_FILE, "/var/lib/dgxspark-record.json"), (i.OWN_FILE, "/etc/record.json"), (i.OWN_FILE, "/record.json"),
+    (i.OWN_FILE, "/var/lib/dgxspark/"), (i.OWN_FILE, "/var/lib/dgxspark/.."), (i.OWN_FILE, "record.json"),
+    (i.BIND_KIND, "localhost"), (i.BIND_KIND, "0.0.0.0 --api-key x"), (i.BIND_KIND, "*"),
+    (i.SOURCES_KIND, ["0.0.0.0/0"]), (i.SOURCES_KIND, ["::/0"]), (i.SOURCES_KIND, ["10.0.0.0/7"]),
+    (i.SOURCES_KIND, ["spark-2"]), (i.SOURCES_KIND, "192.168.100.0/24"), (i.SOURCES_KIND, ["192.168.100.0/24", "*"]),
 ])
 def test_bad_values_are_refused_naming_host_variable_and_fix(kind, value):
     problem = i.check_value("spark-2", "the_variable", value, kind)
@@ -254,3 +262,30 @@ def test_dgxspark_image_pull_other_than_missing_always_never_is_refused_at_the_f
     assert i.check_host("spark-1", {"dgxspark_image_pull": value}) == [problem]
     for good in ("missing", "always", "never"):
         assert i.check_value("spark-1", "dgxspark_image_pull", good) is None
+
+
+@pytest.mark.parametrize("variable", ["deploy_state_path", "hybrid_image_record", "model_sync_hf_token_dir",
+                                      "monitoring_config_dir", "monitoring_data_dir", "vllm_serve_host",
+                                      "node_trust_allowed_from"])
+def test_m4_l6_the_review_variables_are_checked_centrally(variable):
+    """Security review M3, M4 and L6: these variables reached chmod, rm -r, the engine's bind and from= unchecked."""
+    bad = {"deploy_state_path": "/var/lib/dgxspark-record.json", "hybrid_image_record": "/var/lib/x.json",
+           "model_sync_hf_token_dir": "/etc", "monitoring_config_dir": "/etc/prometheus-dgxspark-x/..",
+           "monitoring_data_dir": "/var/lib/prometheus", "vllm_serve_host": "0.0.0.0;x",
+           "node_trust_allowed_from": ["0.0.0.0/0"]}[variable]
+    problems = i.check_host("spark-1", {variable: bad})
+    assert len(problems) == 1 and problems[0].startswith(f"host spark-1: {variable} ") and "set it to" in problems[0]
+
+
+def test_m3_a_wildcard_bind_behind_gateways_needs_the_opt_in():
+    """Security review M3: an engine on 0.0.0.0 behind gateways was reported safe. Now it is refused, naming the
+    host, the variable and the fix, unless vllm_serve_allow_wildcard_host is true; without gateways it is the
+    operator's choice."""
+    for value in ("0.0.0.0", "::"):
+        problems = i.check_exposure("spark-1", {"vllm_serve_host": value}, gateways=True)
+        assert len(problems) == 1 and problems[0].startswith(f"host spark-1: vllm_serve_host is {value}")
+        assert "vllm_serve_allow_wildcard_host: true" in problems[0]
+        assert i.check_exposure("spark-1", {"vllm_serve_host": value, "vllm_serve_allow_wildcard_host": True}, True) == []
+        assert i.check_exposure("spark-1", {"vllm_serve_host": value}, gateways=False) == []
+    assert i.check_exposure("spark-1", {"vllm_serve_host": "127.0.0.1"}, gateways=True) == []
+    assert i.check_exposure("spark-1", {}, gateways=True) == []
