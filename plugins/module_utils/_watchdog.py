@@ -69,6 +69,7 @@ DEFAULTS: dict[str, t.Any] = {
     "completion_timeout": 30.0,
     "load_timeout": 1800.0,
     "max_restarts": 3,
+    "stall_verdicts": 2,
     "backoff_base": 60.0,
     "backoff_max": 1800.0,
     "stable_seconds": 3600.0,
@@ -117,6 +118,8 @@ def load_config(data: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     for key in ("max_restarts", "stop_timeout", "events_max_bytes", "last_events"):
         if isinstance(cfg[key], bool) or not isinstance(cfg[key], int) or cfg[key] < 0:
             raise ConfigError(f"{key} must be a whole number >= 0 (is {cfg[key]!r})")
+    if isinstance(cfg["stall_verdicts"], bool) or not isinstance(cfg["stall_verdicts"], int) or cfg["stall_verdicts"] < 1:
+        raise ConfigError(f"stall_verdicts must be a whole number >= 1 (is {cfg['stall_verdicts']!r})")
     for backend, names in cfg["containers"].items():
         if backend not in ("ray", "mp") or not isinstance(names, t.Mapping) or \
                 not all(_NAME.match(str(names.get(r, ""))) for r in ("head", "worker")):
@@ -130,9 +133,16 @@ def load_config(data: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     return cfg
 
 
+# The counters that move while the engine works: decoded tokens, prefilled (prompt) tokens, and the engine's steps (the
+# iteration histogram's count: a long prompt is prefilled in chunks, one step each, before its first token).
+PROGRESS = {"generation_tokens": "generated", "prompt_tokens": "prefilled", "iterations": "engine steps"}
+
+
 def parse_metrics(text: str) -> dict[str, float]:
-    """Sums over label sets of the vLLM samples the watchdog reads: generated tokens, requests running, waiting."""
-    wanted = {"vllm:generation_tokens_total": "generation_tokens", "vllm:num_requests_running": "running",
+    """Sums over label sets of the vLLM samples the watchdog reads: generated and prompt tokens, engine iterations,
+    requests running and waiting."""
+    wanted = {"vllm:generation_tokens_total": "generation_tokens", "vllm:prompt_tokens_total": "prompt_tokens",
+              "vllm:iteration_tokens_total_count": "iterations", "vllm:num_requests_running": "running",
               "vllm:num_requests_waiting": "waiting"}
     out: dict[str, float] = {}
     for line in str(text or "").splitlines():
@@ -207,14 +217,16 @@ def diagnose(obs: t.Mapping[str, t.Any], cfg: t.Mapping[str, t.Any], previous: t
             return "loading", f"engine started {age:.0f}s ago, /health {health}"
         return "unhealthy", f"/health answers {health}: {completion.get('error', '')}".rstrip(": ")
     before, after = obs.get("before"), obs.get("after")
-    moved = bool(before and after and after.get("generation_tokens", 0) > before.get("generation_tokens", 0))
+    moved = [f"{after[key] - before.get(key, 0):.0f} {what}" for key, what in PROGRESS.items()
+             if before and after and after.get(key, 0) > before.get(key, 0)]
     if moved:
+        # A long prefill decodes nothing for minutes: prompt tokens and engine steps are progress too (review M5).
         return "busy", (f"the completion did not answer within {cfg['completion_timeout']:.0f}s but the engine "
-                        f"generated {after['generation_tokens'] - before['generation_tokens']:.0f} tokens meanwhile")
+                        f"moved meanwhile ({', '.join(moved)})")
     queue = after or before or {}
     detail = (f"/health 200 but the completion did not answer within {cfg['completion_timeout']:.0f}s "
-              f"({completion.get('error', 'no answer')}) and no token was generated "
-              f"({queue.get('running', 0):.0f} running, {queue.get('waiting', 0):.0f} waiting)")
+              f"({completion.get('error', 'no answer')}) and the engine made no progress: no token generated or "
+              f"prefilled, no engine step ({queue.get('running', 0):.0f} running, {queue.get('waiting', 0):.0f} waiting)")
     down = []
     for host, states in sorted((obs.get("workers") or {}).items()):
         for name, state in sorted(states.items()):
@@ -233,7 +245,7 @@ def backoff(attempts: int, cfg: t.Mapping[str, t.Any]) -> float:
 
 
 def new_state(cluster: str) -> dict[str, t.Any]:
-    return {"cluster": cluster, "verdict": "starting", "detail": "", "attempts": 0, "failed": False,
+    return {"cluster": cluster, "verdict": "starting", "detail": "", "attempts": 0, "stalls": 0, "failed": False,
             "failed_at": None, "last_restart_at": None, "incident": None, "healthy_since": None, "last_ok": None,
             "last_check": None, "next_restart_at": None}
 
@@ -249,6 +261,8 @@ def decide(state: dict[str, t.Any], finding: str, detail: str, cfg: t.Mapping[st
     """
     events: list[dict[str, t.Any]] = []
     state["verdict"], state["detail"], state["last_check"] = finding, detail, now
+    # A stall acts only after stall_verdicts looks in a row found one (review M5): one slow look is no stall.
+    state["stalls"] = state.get("stalls", 0) + 1 if finding == "stall" else 0
     if maintenance:
         state["verdict"] = "maintenance"
         # Whatever a rollout or a deploy does while it holds the marker is its own business.
@@ -284,6 +298,10 @@ def decide(state: dict[str, t.Any], finding: str, detail: str, cfg: t.Mapping[st
     if not state.get("incident"):
         state["incident"] = {"kind": finding, "detected_at": now}
         events.append({"event": "detected", "kind": finding, "detail": detail, "restarts": state["attempts"]})
+    if finding == "stall" and state["stalls"] < cfg["stall_verdicts"]:
+        # Seen, not acted on: the next look (at once, Watchdog.run) must find the stall again.
+        state["detail"] = f"{detail} (stall verdict {state['stalls']} of {cfg['stall_verdicts']} in a row: no action yet)"
+        return "none", events
     if state["attempts"] >= cfg["max_restarts"]:
         return "give_up", events
     wait = backoff(state["attempts"], cfg)
@@ -650,6 +668,8 @@ class Watchdog:
             except Exception as exc:  # pylint: disable=broad-except  # a watchdog must keep watching
                 log(f"round failed: {type(exc).__name__}: {exc}")
             remaining = self.cfg["interval"] - (time.monotonic() - began)
+            if 0 < self.state.get("stalls", 0) < self.cfg["stall_verdicts"]:
+                remaining = 0  # a first stall verdict is confirmed (or not) by the next look, at once
             while remaining > 0 and not self.stop:
                 time.sleep(min(remaining, 0.5))
                 remaining -= 0.5

@@ -622,8 +622,8 @@ EVENTS = "/var/lib/dgxspark/watchdog/events.jsonl"
 HEAD, WORKER = "dgxspark-ray-head", "dgxspark-ray-worker"
 
 
-def completion(timeout=5.0):
-    body = json.dumps({"model": SERVED, "prompt": "watchdog test", "max_tokens": 1}).encode()
+def completion(timeout=5.0, prompt="watchdog test"):
+    body = json.dumps({"model": SERVED, "prompt": prompt, "max_tokens": 1}).encode()
     req = urllib.request.Request(f"{api_url(1)}/v1/completions", data=body,
                                  headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -710,6 +710,30 @@ def test_a_watchdog_runs_on_the_head_and_its_settings_change_restarts_no_engine(
     flat = " ".join(status.stdout.split())
     assert "watchdog: ok (completion answered in" in flat and f"restarts 0 of {MAX_RESTARTS}, every {INTERVAL}s" in flat
     assert "started detail=watching every 3s" in flat
+
+
+def test_a_long_prefill_under_the_watchdog_is_busy_and_nothing_is_restarted(watched):
+    """Security review M5: only generated tokens counted as progress, so a long prompt (a prefill decodes nothing for
+    minutes) was a stall and the whole cluster was restarted, killing the request. The stand-in holds the engine for
+    a prompt's prefill as a real engine does (2000 tokens/s here), counting prompt tokens and engine steps."""
+    wait_for("an answered completion", completion, 60)
+    head_start = state(1, HEAD)
+    began = time.time()
+    answer = {}
+    prompt = " ".join(["spark"] * 24000)  # 12 s of prefill: four watch intervals without a decoded token
+    thread = threading.Thread(target=lambda: answer.update(ok=completion(timeout=120, prompt=prompt)))
+    thread.start()
+    verdicts = []
+    while thread.is_alive():
+        verdicts.append(watchdog_state().get("verdict"))
+        time.sleep(0.5)
+    took = time.time() - began
+    report(f"watchdog: a 24000-token prompt held the engine {took:.1f}s (interval {INTERVAL:g}s); verdicts meanwhile "
+           f"{sorted(set(v for v in verdicts if v))}")
+    assert answer.get("ok") and took > 2 * INTERVAL
+    assert "busy" in verdicts, verdicts
+    assert [e for e in events(began) if e["event"] in ("detected", "action", "failed")] == [], events(began)
+    assert state(1, HEAD) == head_start
 
 
 def test_a_stalled_engine_is_detected_within_two_intervals_and_the_cluster_restarted(watched):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import time
 import urllib.request
 
@@ -135,6 +136,32 @@ def test_tokens_cross_both_ranks_and_rank_death_kills_engine(pair, tmp_path):
     assert "ncclRemoteError: A call failed possibly due to a network error" in out
     assert "EngineCore encountered a fatal error." in out
     assert out.rstrip().endswith(f"INFO:     Finished server process [{head.p.pid}]")
+
+
+def test_a_long_prompt_holds_the_engine_while_its_prefill_counts_progress(trees, models, tmp_path, procs):
+    """As a real engine: a long prompt's prefill decodes nothing for a while and holds the engine (another request
+    waits), while the prompt-token counter and the engine-step count move chunk by chunk (what the watchdog reads
+    as progress, security review M5)."""
+    base, head, worker = _pair(trees, models, tmp_path, procs, VLLM_API_KEY=KEY,
+                               VLLM_LAB_SECONDS_PER_PREFILL_TOKEN="0.001", VLLM_LAB_PREFILL_CHUNK="1000")
+    steps0, prompt0 = _metric(base, "vllm:iteration_tokens_total_count"), _metric(base, "vllm:prompt_tokens_total")
+    gen0 = _metric(base, "vllm:generation_tokens_total")
+    long_prompt = " ".join(["spark"] * 6000)  # 6 chunks of 1000 tokens, 6 s
+    done = {}
+    thread = threading.Thread(target=lambda: done.update(long=http(
+        "POST", base + "/v1/completions", {"model": "qwen", "prompt": long_prompt, "max_tokens": 2}, AUTH)))
+    thread.start()
+    time.sleep(2.5)
+    # Mid-prefill: prompt tokens and engine steps moved, no token was generated, and a short request is held.
+    moved = _metric(base, "vllm:prompt_tokens_total") - prompt0
+    assert 1000 <= moved < 6000 and _metric(base, "vllm:iteration_tokens_total_count") > steps0
+    assert _metric(base, "vllm:generation_tokens_total") == gen0
+    t0 = time.monotonic()
+    code, _ = http("POST", base + "/v1/completions", {"model": "qwen", "prompt": "ping", "max_tokens": 1}, AUTH)
+    assert code == 200 and time.monotonic() - t0 > 1.5
+    thread.join(timeout=30)
+    assert done["long"][0] == 200
+    assert _metric(base, "vllm:prompt_tokens_total") - prompt0 == 6000 + 1
 
 
 def test_keep_alive_on_engine_death_serves_503(trees, models, tmp_path, procs):

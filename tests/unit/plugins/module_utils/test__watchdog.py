@@ -27,14 +27,44 @@ def obs(**over):
 def test_health_200_no_answer_no_progress_is_a_stall():
     finding, detail = wd.diagnose(obs(), CFG)
     assert finding == "stall"
-    assert detail == ("/health 200 but the completion did not answer within 5s (timed out) and no token was "
-                      "generated (1 running, 3 waiting)")
+    assert detail == ("/health 200 but the completion did not answer within 5s (timed out) and the engine made no "
+                      "progress: no token generated or prefilled, no engine step (1 running, 3 waiting)")
 
 
 def test_no_answer_while_tokens_are_generated_is_busy_not_a_stall():
     finding, detail = wd.diagnose(obs(after={"generation_tokens": 52.0, "running": 4.0, "waiting": 9.0}), CFG)
-    assert (finding, detail) == ("busy", "the completion did not answer within 5s but the engine generated 12 tokens "
-                                         "meanwhile")
+    assert (finding, detail) == ("busy", "the completion did not answer within 5s but the engine moved meanwhile "
+                                         "(12 generated)")
+
+
+@pytest.mark.parametrize(("before", "after", "moved"), [
+    ({"prompt_tokens": 1000.0}, {"prompt_tokens": 9192.0}, "8192 prefilled"),
+    ({"iterations": 10.0}, {"iterations": 14.0}, "4 engine steps"),
+    ({"prompt_tokens": 0.0, "iterations": 1.0}, {"prompt_tokens": 2048.0, "iterations": 2.0}, "2048 prefilled, 1 engine steps"),
+])
+def test_m5_a_long_prefill_decodes_nothing_and_is_busy_not_a_stall(before, after, moved):
+    """Security review M5: only generated tokens counted, so a long prompt (minutes of prefill, no token decoded) was
+    read as a stall and the whole cluster restarted, killing the request."""
+    base = {"generation_tokens": 40.0, "running": 1.0, "waiting": 0.0}
+    finding, detail = wd.diagnose(obs(before={**base, **before}, after={**base, **after}), CFG)
+    assert finding == "busy" and detail.endswith(f"({moved})")
+
+
+def test_m5_a_stall_acts_only_after_consecutive_verdicts():
+    """One slow look is no stall: stall_verdicts looks in a row (2 by default) before a restart, and any other
+    finding between them starts the count again."""
+    state = wd.new_state("pair1")
+    assert CFG["stall_verdicts"] == 2
+    action, events = wd.decide(state, "stall", "d", CFG, NOW)
+    assert action == "none" and [e["event"] for e in events] == ["detected"]  # seen at once, not acted on
+    assert state["detail"] == "d (stall verdict 1 of 2 in a row: no action yet)" and state["verdict"] == "stall"
+    assert wd.decide(state, "busy", "d", CFG, NOW + 5) == ("none", [])
+    assert wd.decide(state, "stall", "d", CFG, NOW + 10) == ("none", [])
+    assert wd.decide(state, "stall", "d", CFG, NOW + 15) == ("restart", [])
+    # Other faults act at once.
+    assert wd.decide(wd.new_state("pair1"), "engine_exited", "d", CFG, NOW)[0] == "restart"
+    with pytest.raises(wd.ConfigError, match="stall_verdicts"):
+        wd.load_config({"cluster": "p", "stall_verdicts": 0})
 
 
 def test_an_answered_completion_is_ok():
@@ -77,8 +107,8 @@ def test_backoff_doubles_up_to_the_maximum_and_the_first_restart_is_immediate():
 
 def test_restarts_are_spaced_by_the_backoff_then_capped_then_nothing():
     state = wd.new_state("pair1")
-    action, events = wd.decide(state, "stall", "d", CFG, NOW)
-    assert action == "restart" and [e["event"] for e in events] == ["detected"]
+    assert [e["event"] for e in wd.decide(state, "stall", "d", CFG, NOW - 5)[1]] == ["detected"]  # verdict 1 of 2
+    assert wd.decide(state, "stall", "d", CFG, NOW) == ("restart", [])
     state["attempts"], state["last_restart_at"] = 1, NOW
     assert wd.decide(state, "engine_exited", "d", CFG, NOW + 9) == ("wait", [])  # the incident is already open
     assert state["next_restart_at"] == NOW + 10
@@ -93,6 +123,7 @@ def test_restarts_are_spaced_by_the_backoff_then_capped_then_nothing():
 def test_loading_and_busy_do_nothing_and_an_answer_closes_the_incident_with_its_duration():
     state = wd.new_state("pair1")
     wd.decide(state, "stall", "d", CFG, NOW)
+    wd.decide(state, "stall", "d", CFG, NOW + 0.5)
     state["attempts"], state["last_restart_at"] = 1, NOW + 1
     assert wd.decide(state, "loading", "d", CFG, NOW + 5) == ("none", [])
     assert wd.decide(state, "busy", "d", CFG, NOW + 6) == ("none", [])

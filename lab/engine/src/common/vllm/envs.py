@@ -41,6 +41,10 @@ environment_variables: dict[str, Callable[[], Any]] = {
     "VLLM_LAB_NUM_GPUS": lambda: int(os.environ.get("VLLM_LAB_NUM_GPUS", "1")),
     # Seconds of "compute" per generated token, on top of the rank round-trip.
     "VLLM_LAB_SECONDS_PER_TOKEN": lambda: float(os.environ.get("VLLM_LAB_SECONDS_PER_TOKEN", "0")),
+    # Seconds of "compute" per prompt token of a prefill (0.0005: 2000 tokens/s, a 20k-token prompt holds the engine
+    # 10 s), and the prompt tokens one engine step prefills (vLLM's chunked prefill, max_num_batched_tokens).
+    "VLLM_LAB_SECONDS_PER_PREFILL_TOKEN": lambda: float(os.environ.get("VLLM_LAB_SECONDS_PER_PREFILL_TOKEN", "0.0005")),
+    "VLLM_LAB_PREFILL_CHUNK": lambda: max(1, int(os.environ.get("VLLM_LAB_PREFILL_CHUNK", "2048"))),
 }
 
 

@@ -310,9 +310,9 @@ class _Handler(BaseHTTPRequestHandler):
                 f"{prompt_tokens} input tokens. Please reduce the length of the input messages.",
                 "BadRequestError", 400))
         engine.check_health()
-        engine.add_prompt_tokens(prompt_tokens)
         stats: dict = {}
-        gen = engine.generate(prompt, max_tokens, chat=chat, enable_thinking=enable_thinking, stats=stats)
+        gen = engine.generate(prompt, max_tokens, chat=chat, enable_thinking=enable_thinking, stats=stats,
+                              prompt_tokens=prompt_tokens)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         created = int(time.time())
         parse = chat and app.reasoning_parser is not None

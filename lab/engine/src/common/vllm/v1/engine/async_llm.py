@@ -91,7 +91,33 @@ class AsyncLLM:
                 raise EngineDeadError() from e
         if delay:
             time.sleep(delay)
+        with self.metrics.lock:
+            self.metrics.iteration_tokens.observe(1)
         return out
+
+    def _prefill(self, seed: int, prompt_tokens: int) -> None:
+        """The prompt's prefill, before its first token: chunks of VLLM_LAB_PREFILL_CHUNK tokens, each an engine step
+        through every rank, paced to VLLM_LAB_SECONDS_PER_PREFILL_TOKEN. The engine is held for the whole prefill (no
+        other request steps meanwhile), as a long prompt holds a real engine; each chunk counts its prompt tokens and
+        an engine step in the metrics as it is done, as vLLM's do (nothing is counted while a rank is stuck)."""
+        chunk, rate = envs.VLLM_LAB_PREFILL_CHUNK, envs.VLLM_LAB_SECONDS_PER_PREFILL_TOKEN
+        done = 0
+        with self._step_lock:
+            while done < prompt_tokens:
+                if self.errored:
+                    raise EngineDeadError()
+                take = min(chunk, prompt_tokens - done)
+                try:
+                    self.executor.execute_model(_h(seed, "prefill", done) & MASK64)
+                except Exception as e:  # noqa: BLE001 - any executor failure kills the engine
+                    self._die(e)
+                    raise EngineDeadError() from e
+                if rate:
+                    time.sleep(rate * take)
+                done += take
+                with self.metrics.lock:
+                    self.metrics.prompt_tokens += take
+                    self.metrics.iteration_tokens.observe(take)
 
     def plan(self, prompt: str, chat: bool, enable_thinking: bool) -> list[str | None]:
         """Token skeleton: fixed markers, ``None`` where a word is to be computed."""
@@ -107,8 +133,9 @@ class AsyncLLM:
         return plan
 
     def generate(self, prompt: str, max_tokens: int | None, *, chat: bool, enable_thinking: bool = True,
-                 stats: dict | None = None) -> Iterator[str]:
-        """Yield token texts; ``stats`` receives ``finish_reason`` and ``completion_tokens``."""
+                 stats: dict | None = None, prompt_tokens: int = 0) -> Iterator[str]:
+        """Yield token texts, after the prefill of PROMPT_TOKENS; ``stats`` receives ``finish_reason`` and
+        ``completion_tokens``."""
         stats = {} if stats is None else stats
         plan = self.plan(prompt, chat, enable_thinking)
         seed = _h(self.model_config.model_name, prompt)
@@ -123,6 +150,7 @@ class AsyncLLM:
         k = self.metrics.num_spec_tokens
         in_step = 0  # tokens left of the current speculative step (the first token comes from the prefill)
         try:
+            self._prefill(seed, prompt_tokens)
             for i in range(limit):
                 if k and i > 0 and in_step == 0:
                     # A step drafts k tokens; a leading run of them is accepted (7 in 10 each), plus the bonus token.
@@ -164,10 +192,6 @@ class AsyncLLM:
             with self.metrics.lock:
                 self.metrics.running -= 1
             stats.setdefault("completion_tokens", produced)
-
-    def add_prompt_tokens(self, n: int) -> None:
-        with self.metrics.lock:
-            self.metrics.prompt_tokens += n
 
     def shutdown(self) -> None:
         try:

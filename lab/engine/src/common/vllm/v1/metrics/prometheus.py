@@ -7,6 +7,8 @@ import threading
 
 _E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                 240.0, 480.0, 960.0, 1920.0, 7680.0]
+# vLLM's iteration_tokens_total buckets (tokens an engine step processed).
+_ITERATION_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 _TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                  20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
 
@@ -40,6 +42,8 @@ class EngineMetrics:
         self.success = dict.fromkeys(self.FINISH_REASONS, 0)
         self.e2e = _Histogram(_E2E_BUCKETS)
         self.ttft = _Histogram(_TTFT_BUCKETS)
+        # One observation per engine step (a prefill chunk, a decode step): its count moves while the engine works.
+        self.iteration_tokens = _Histogram(_ITERATION_BUCKETS)
         self.vllm_config = vllm_config
         # Speculative decoding, as vLLM counts it (vllm/v1/spec_decode/metrics.py), only with a speculative config:
         # per step of a request with drafts, one draft of k tokens of which `accepted` were accepted.
@@ -103,6 +107,7 @@ class EngineMetrics:
                        "Accepted tokens per draft position.",
                        [(f'{L},position="{pos}"', n) for pos, n in enumerate(self.spec_accepted_per_pos)])
             hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft)
+            hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", self.iteration_tokens)
             hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", self.e2e)
             # Not vLLM's: the lab's stand-in says what it is, so a benchmark marks its figures as pipeline-only.
             metric("dgxspark_lab_stand_in", "gauge", "1: this engine is the dgxspark lab's GPU-free stand-in for vLLM, "
