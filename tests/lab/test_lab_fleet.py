@@ -33,6 +33,7 @@ BROKEN = "lab/vllm-node:0.14-bad"    # passes the hybrid gates, dies when vllm s
 NEXT = "lab/vllm-node:0.14-r3"       # the release after NEW, rolled over both pairs
 MODEL = "Qwen/Qwen3-30B-A3B"
 SERVED = "qwen3-30b-a3b"
+SAME_MODEL = ("-e", f"dgxspark_model={MODEL}")  # what every play of this file is asked (play())
 KEY = "lab-api-key-not-a-secret"
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 ROLLOUT = str(REPO / "playbooks" / "rollout.yml")
@@ -314,18 +315,21 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
     started = gateway_started_at()
     keys = tmp_path / "keys.yml"
     keys.write_text(f"all:\n  vars:\n    gateway_api_keys: [{KEY}, second-client-key-123]\n")
-    added = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(keys), GATEWAY_PLAY],
+    # gateway.yml is asked what the deploy was (the model: the gateway routes each cluster under the name the
+    # inventory gives it, security review M6).
+    added = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(keys), GATEWAY_PLAY, *SAME_MODEL],
                 check=False, env=ansible_env())
     assert added.returncode == 0, flat(added)[-3000:]
     assert re.search(rf"{GATEWAY} +: ok=\d+ +changed=[1-9]", added.stdout), added.stdout[-1500:]
     status, answer = through_gateway("POST", "/v1/chat/completions", key="second-client-key-123", body=chat_body())
     assert status == 200, answer
     assert gateway_started_at() == started
-    again = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(keys), GATEWAY_PLAY],
+    again = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(keys), GATEWAY_PLAY, *SAME_MODEL],
                 check=False, env=ansible_env())
     assert again.returncode == 0 and re.search(rf"{GATEWAY} +: ok=\d+ +changed=0 ", again.stdout), again.stdout[-1500:]
     assert all(re.search(rf"{node(i)} +: ok=\d+ +changed=0 ", again.stdout) for i in range(1, NODES + 1))
-    back = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), GATEWAY_PLAY], check=False, env=ansible_env())
+    back = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), GATEWAY_PLAY, *SAME_MODEL], check=False,
+               env=ansible_env())
     assert back.returncode == 0
     assert through_gateway("GET", "/v1/models", key="second-client-key-123")[0] == 401
     assert gateway_started_at() == started
