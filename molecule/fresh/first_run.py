@@ -186,6 +186,13 @@ def registry_images() -> list[str]:
     return [lab_all[variable] for variable in IMAGE_VARIABLES]
 
 
+def write_secret(path: Path, secret: str) -> None:
+    """SECRET into PATH, 0600 (a password file the quickstart's commands read instead of a prompt)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret + "\n")
+
+
 def cmd_setup(work: Path) -> None:
     lab = lab_module()
     # The site's registry holds the images (the fresh nodes have none): the lab's, started and filled when it lacks them.
@@ -199,6 +206,9 @@ def cmd_setup(work: Path) -> None:
     subprocess.run([str(VENV_BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(dist), str(REPO)],
                    check=True, capture_output=True, env=operator_env(work), cwd=dist)
     digest = tarball_digest(dist / f"dgxspark-vllm-{version()}.tar.gz")
+    # The -K answer is the lab's current sudo password, written at every setup: the nodes' password comes with the
+    # lab's state (a new checkout, a new lab), and a setup left as it was would answer with an older lab's.
+    write_secret(work / "become-password", lab.become_password())
     done = work / "setup.json"
     if done.exists() and json.loads(done.read_text()).get("tarball") == digest:
         print("first_run: " + ("set up (images pushed again)" if registry_changed else
@@ -207,10 +217,7 @@ def cmd_setup(work: Path) -> None:
     for sub in ("home", "operator"):
         shutil.rmtree(work / sub, ignore_errors=True)
         (work / sub).mkdir(parents=True)
-    for name, secret in (("vault-password", os.urandom(24).hex()), ("become-password", lab.become_password())):
-        fd = os.open(work / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secret + "\n")
+    write_secret(work / "vault-password", os.urandom(24).hex())
     for kind, body in plan(QUICKSTART.read_text(), work):
         if kind == "edit":
             edit_hosts(work, body)
