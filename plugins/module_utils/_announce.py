@@ -30,6 +30,8 @@ part of the transfer program the nodes run.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hmac
 import json
 import os
@@ -147,22 +149,35 @@ def announced_image(directory, ref, image_id, nonce, now=None):
 
     One use: the entry is consumed here, before the caller acts on it, whatever the outcome (a retry is announced
     anew by the controller). NotAnnounced when the controller did not announce it, or no longer does."""
-    data = _load(directory, IMAGES_FILE) or {}
-    entries = check_images(data.get("images", []))
-    entry = next((e for e in entries if e["ref"] == ref), None)
-    if entry is None:
-        raise NotAnnounced(f"{ref} -> {image_id} was not announced to this node by the controller")
-    expected = data.get("nonce")
-    if not isinstance(nonce, str) or not isinstance(expected, str) or not NONCE_RE.match(expected) \
-            or not hmac.compare_digest(nonce.encode(), expected.encode()):
-        raise NotAnnounced(f"the request for {ref} does not carry the nonce of this node's announcement")
-    expires = data.get("expires")
-    if isinstance(expires, bool) or not isinstance(expires, int) or (time.time() if now is None else now) >= expires:
-        raise NotAnnounced(f"the announcement of {ref} expired; the controller announces it again at the next run")
-    if entry["id"] != image_id:
-        raise NotAnnounced(f"{ref} was announced as {entry['id']}, not {image_id}")
-    consume(directory, data, ref)
+    with images_lock(directory):  # two requests racing for one entry: one of them gets it
+        data = _load(directory, IMAGES_FILE) or {}
+        entries = check_images(data.get("images", []))
+        entry = next((e for e in entries if e["ref"] == ref), None)
+        if entry is None:
+            raise NotAnnounced(f"{ref} -> {image_id} was not announced to this node by the controller")
+        expected = data.get("nonce")
+        if not isinstance(nonce, str) or not isinstance(expected, str) or not NONCE_RE.match(expected) \
+                or not hmac.compare_digest(nonce.encode(), expected.encode()):
+            raise NotAnnounced(f"the request for {ref} does not carry the nonce of this node's announcement")
+        expires = data.get("expires")
+        if isinstance(expires, bool) or not isinstance(expires, int) or (time.time() if now is None else now) >= expires:
+            raise NotAnnounced(f"the announcement of {ref} expired; the controller announces it again at the next run")
+        if entry["id"] != image_id:
+            raise NotAnnounced(f"{ref} was announced as {entry['id']}, not {image_id}")
+        consume(directory, data, ref)
     return entry
+
+
+@contextlib.contextmanager
+def images_lock(directory):
+    """The image announcement held against other readers and writers (a request taking an entry, the controller
+    announcing anew): an exclusive lock on a file beside it, root only."""
+    fd = os.open(os.path.join(directory, IMAGES_FILE + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def consume(directory, data, ref):

@@ -310,13 +310,15 @@ def plain_hostvars(groups: dict, hostvars, fleet: str) -> dict:
     out = {}
     for host in groups.get(fleet, []):
         hv = hostvars[host] if host in hostvars else {}
-        out[host] = {key: _get(hv, key) for key in HOST_VARS}
+        out[host] = {key: hv.get(key) for key in HOST_VARS if key not in SERVED_VARS}
+        out[host].update({key: _get(hv, key) for key in SERVED_VARS})
     return out
 
 
 def _get(hv, key):
     """HV[KEY] templated, or None when it is unset or its template cannot be rendered here (a model variable that
-    names a play's variable: the gateway then has no name to hold the release to and says so)."""
+    names a play's variable): served_model_name then goes on to the next variable, and the gateway names both
+    names should the release disagree."""
     try:
         return hv.get(key)
     except Exception:  # pylint: disable=broad-except  # lazy hostvars: an undefined or broken template

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh_trust import MIN_PREFIX
+
 # Plain absolute paths: what authorized_keys' command= and the roles' argv take without quoting.
 PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 # A name: an inventory host, a cluster, a group.
@@ -343,11 +345,6 @@ def bind(value) -> str:
         raise InputError(f"is {text!r:.120}, which is no IP address; set it to an IP address the engine binds (127.0.0.1 "
                          "behind a gateway, the head's LAN address without one), or leave it unset") from None
     return text
-
-
-# The narrowest from= network that still counts as a fleet's: a transfer key admitted from a /0 (or any network this
-# wide) is admitted from the internet.
-MIN_PREFIX = {4: 8, 6: 16}
 
 
 def sources(value) -> list:

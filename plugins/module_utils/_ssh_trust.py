@@ -97,6 +97,11 @@ def known_hosts_text(hosts: list[dict], port: int = 22) -> str:
     return "".join(known_hosts_line(h.get("address"), h.get("host_key"), port, h.get("name") or "") for h in hosts)
 
 
+# The widest from= network that still counts as a fleet's, by IP version: a key admitted from a /0 (or anything this
+# wide) is admitted from the internet. _inputs checks node_trust_allowed_from against the same bound.
+MIN_PREFIX = {4: 8, 6: 16}
+
+
 def source_address(source: str) -> str:
     """A from= entry checked with ipaddress: an IPv4/IPv6 address or network (no wildcard, no host name)."""
     if not isinstance(source, str) or not SOURCE.fullmatch(source or "-"):
@@ -105,7 +110,7 @@ def source_address(source: str) -> str:
         network = ipaddress.ip_network(source, strict=False)
     except ValueError:
         raise TrustLineError(f"the source {source!r:.120} of from= must be an IP address or network") from None
-    if network.prefixlen < (8 if network.version == 4 else 16):
+    if network.prefixlen < MIN_PREFIX[network.version]:
         raise TrustLineError(f"the source {source} of from= admits {network.num_addresses} addresses (the internet, or "
                              "most of it); name the fleet's own networks, at most a /8 (IPv4) or a /16 (IPv6)")
     return source

@@ -133,6 +133,7 @@ changed_files:
   sample: [/etc/dgxspark/transfer/announced-images.json]
 """
 
+import contextlib
 import json
 import os
 import time
@@ -143,6 +144,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._announce import (
     IMAGES_FILE,
     MODELS_FILE,
     NotAnnounced,
+    images_lock,
     images_text,
     models_text,
 )
@@ -160,25 +162,29 @@ def parsed_or_none(text):
 
 def announce(p: dict, changes: Changes) -> None:
     """Write the announcements P asks for (NotAnnounced for a bad value, before anything is written)."""
-    writes = []
+    images = None
     if p["images"] is not None:
         if p["ttl"] <= 0:
             raise NotAnnounced(f"ttl must be a positive number of seconds (is {p['ttl']})")
         now = int(time.time())
-        text = images_text(p["images"], p["nonce"], now + p["ttl"])
-        old = parsed_or_none(read_or_none(os.path.join(p["dir"], IMAGES_FILE)))
-        new = json.loads(text)
-        if old and {**old, "expires": 0} == {**new, "expires": 0} and isinstance(old.get("expires"), int) \
-                and old["expires"] > now:
-            text = None  # the same announcement, not expired: as it is (a rerun of the same task changes nothing)
-        if text is not None:
-            writes.append((IMAGES_FILE, text))
+        images = images_text(p["images"], p["nonce"], now + p["ttl"])
+    models = None
     if p["model"] is not None:
         parsed = parsed_or_none(read_or_none(os.path.join(p["dir"], MODELS_FILE)))
-        writes.append((MODELS_FILE, models_text(parsed, p["model"], p["files"])))
+        models = models_text(parsed, p["model"], p["files"])
     changes.ensure_dir(p["dir"], 0o700, 0, 0)
-    for name, content in writes:
-        changes.ensure_file(os.path.join(p["dir"], name), content.encode(), 0o600, 0, 0)
+    if images is not None:
+        path = os.path.join(p["dir"], IMAGES_FILE)
+        # Under the lock the transfer program takes an entry with: an announcement never crosses a request.
+        with contextlib.nullcontext() if changes.check else images_lock(p["dir"]):
+            old = parsed_or_none(read_or_none(path))
+            new = json.loads(images)
+            # The same announcement, not expired, stays as it is (a rerun of the same task changes nothing).
+            if not (old and {**old, "expires": 0} == {**new, "expires": 0} and isinstance(old.get("expires"), int)
+                    and old["expires"] > now):
+                changes.ensure_file(path, images.encode(), 0o600, 0, 0)
+    if models is not None:
+        changes.ensure_file(os.path.join(p["dir"], MODELS_FILE), models.encode(), 0o600, 0, 0)
 
 
 def main() -> None:

@@ -9,6 +9,8 @@ import json
 import random
 import re
 import tarfile
+import threading
+import time
 
 import pytest
 
@@ -245,3 +247,30 @@ def test_h1_the_links_docker_save_writes_pass():
     guard = a.TarGuard()
     guard.feed(b"".join(raw_member(n, k, d, lk) for n, k, d, lk in members) + b"\0" * 1024)
     assert guard.members == 4
+
+
+def test_h2_two_requests_racing_for_one_entry_get_it_once(tmp_path, monkeypatch):
+    """One use holds when two requests (two senders with the transfer key) arrive together: the read, the checks and
+    the taking of the entry happen under one lock, so the second request finds the entry gone."""
+    (tmp_path / a.IMAGES_FILE).write_text(a.images_text([{"ref": "a:1", "id": ID, "bytes": 9}], NONCE, 2 ** 40))
+    real = a.consume
+
+    def slow_consume(*args):
+        time.sleep(0.3)  # widens the window between the read and the write a lock must close
+        real(*args)
+
+    monkeypatch.setattr(a, "consume", slow_consume)
+    outcomes = []
+
+    def take():
+        try:
+            outcomes.append(a.announced_image(str(tmp_path), "a:1", ID, NONCE)["ref"])
+        except a.NotAnnounced as exc:
+            outcomes.append(str(exc))
+
+    threads = [threading.Thread(target=take) for _thread in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert sorted(outcomes) == sorted(["a:1", f"a:1 -> {ID} was not announced to this node by the controller"])

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import node_fabric, resolve_fleet, with_fabric
+from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
+    node_fabric, plain_hostvars, resolve_fleet, with_fabric,
+)
 
 
 def inv(clusters, extra_groups=None, topology=None):
@@ -326,3 +328,24 @@ def test_each_clusters_served_name_comes_from_its_heads_inventory_variables():
     clusters = resolve_fleet(groups, hv)["clusters"]
     assert {name: entry["served_model_name"] for name, entry in clusters.items()} == {
         "pa": "qwen3.5-35b-a3b-fp8", "pb": "tiny-model", "pc": "tiny", "pd": "qwen3.5-122b-a10b-fp8"}
+
+
+class LazyVars(dict):
+    """A host's variables as Ansible's lazy hostvars hand them over: a broken template raises when it is read."""
+
+    def get(self, key, default=None):
+        value = super().get(key, default)
+        if value == "{{ undefined_thing }}":
+            raise ValueError(f"{key}: 'undefined_thing' is undefined")
+        return value
+
+
+def test_a_broken_model_template_falls_through_but_a_broken_place_in_the_fleet_is_an_error():
+    """Only the served-name variables are read leniently (a model named by a play's variable is no inventory error);
+    a broken dgxspark_node_role still stops the play with the template's error, as before."""
+    groups = {"spark_pairs": ["s1"], "pa": ["s1"]}
+    out = plain_hostvars(groups, {"s1": LazyVars(dgxspark_node_role="head", vllm_serve_model="{{ undefined_thing }}",
+                                                 dgxspark_model="Qwen/Small")}, "spark_pairs")
+    assert out["s1"]["vllm_serve_model"] is None and out["s1"]["dgxspark_model"] == "Qwen/Small"
+    with pytest.raises(ValueError, match="undefined_thing"):
+        plain_hostvars(groups, {"s1": LazyVars(dgxspark_node_role="{{ undefined_thing }}")}, "spark_pairs")
