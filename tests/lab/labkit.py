@@ -260,16 +260,36 @@ def molecule_steps(text):
             if re.match(r"^\w+ (➜|>) \w+: Executed: ", line) or re.match(r"^\w+\s+: actions=", line)]
 
 
-def ansible_failures(text, limit=6000):
-    """Each failed task in an Ansible output: its TASK line and its fatal/failed lines (each cut to 1500 characters),
-    the last LIMIT characters of them. What a failed molecule step says, where pytest's report would cut it."""
+def ansible_failures(text, limit=6000, per_failure=1500):
+    """Each failed task in an Ansible output: its TASK line, its fatal/failed line and the result under it (YAML
+    result format: the indented lines, each failure cut to PER_FAILURE characters), the last LIMIT characters of
+    them. A result's stdout/stderr blocks are not copied whole: their lines are read as output of their own, so a
+    failure inside a nested ansible-playbook (molecule's converge running the quickstart) is found with its task.
+    What a failed molecule step says, where pytest's report would cut it."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     task, out = "", []
+    body_indent, skip_indent, budget = None, None, 0
     for line in text.splitlines():
-        if line.startswith(("TASK [", "PLAY [")):
-            task = line
-        elif re.match(r"^(fatal|failed): \[", line) or line.startswith(("ERROR!", "[ERROR]")):
-            out += [task, line[:1500]]
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        if not stripped:
+            continue
+        if body_indent is not None and indent <= body_indent:
+            body_indent = None
+        if skip_indent is not None and indent <= skip_indent:
+            skip_indent = None
+        if body_indent is not None and skip_indent is None:
+            if re.match(r"(stdout|stderr)(_lines)?:", stripped):
+                skip_indent = indent  # its lines are read below as lines of their own
+            elif budget > 0:
+                out.append(line[:budget])
+                budget -= len(line) + 1
+                continue
+        if stripped.startswith(("TASK [", "PLAY [")):
+            task = stripped
+        elif re.match(r"^(fatal|failed): \[", stripped) or stripped.startswith(("ERROR!", "[ERROR]")):
+            out += [task, stripped[:per_failure]]
+            body_indent, skip_indent, budget = indent, None, per_failure
     return "\n".join(out)[-limit:]
 
 

@@ -41,6 +41,13 @@ def molecule_test(selection, scenarios):
            "DGXSPARK_LAB_INVENTORY", "DGXSPARK_LAB_NODES", "DGXSPARK_LAB_CLUSTER_SIZE", "DGXSPARK_LAB_FABRIC_TOPOLOGY")
     env = {k: v for k, v in os.environ.items() if k not in own and not k.startswith("MOLECULE_")}
     env.update(MOLECULE_LAB, PATH=f"{BIN}:{env.get('PATH', '')}", ANSIBLE_FORCE_COLOR="0", NO_COLOR="1")
+    # Molecule's state from an earlier run (a killed one says its instances exist, and the fresh scenario's operator
+    # directory lives in the same ephemeral directory) is not this run's: every scenario and the shared state start
+    # from nothing, as on a fresh machine. With shared_state every scenario's ephemeral directory is the default's
+    # (reset --all removes it for the first scenario, then fails on the second: molecule 25).
+    reset = subprocess.run([str(BIN / "molecule"), "reset", "-s", "default"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, env=env, timeout=300, check=False, cwd=REPO)
+    assert reset.returncode == 0, reset.stdout[-4000:]
     # Molecule logs to stderr and Ansible writes to stdout: one stream keeps them in order.
     proc = subprocess.run([str(BIN / "molecule"), "test", *selection], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, env=env, timeout=3600, check=False, cwd=REPO)
