@@ -65,6 +65,21 @@ options:
     description: Seconds a reload lets the old worker finish its requests.
     type: int
     default: 600
+  paths:
+    description:
+      - The OpenAI inference routes forwarded to the clusters (POST). Every other path is answered 404 by the gateway
+        and never reaches an engine (vLLM's own key guards C(/v1) alone).
+    type: list
+    elements: str
+    default: [/v1/chat/completions, /v1/completions]
+    version_added: 0.6.0
+  max_conn_per_source:
+    description:
+      - The most connections one source address may hold open; requests on the ones over it are answered 429 (above
+        O(maxconn) it never applies).
+    type: int
+    default: 128
+    version_added: 0.6.0
 """
 
 EXAMPLES = r"""
@@ -88,11 +103,13 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 
 def gateway_config(models, bind=None, port=None, engine_key=None, keys=None, max_body=1048576, maxconn=512,
-                   check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600):
+                   check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600, paths=_gateway.PATHS,
+                   max_conn_per_source=128):
     try:
         return {"config": _gateway.render_gateway(models, bind, port, engine_key, max_body=max_body, maxconn=maxconn,
                                                   check_interval=check_interval, check_timeout=check_timeout,
-                                                  timeout=timeout, hard_stop_after=hard_stop_after),
+                                                  timeout=timeout, hard_stop_after=hard_stop_after, paths=paths,
+                                                  max_conn_per_source=max_conn_per_source),
                 "keys": _gateway.render_keys(keys)}
     except _gateway.GatewayError as exc:
         raise AnsibleFilterError(f"gateway_config: {exc}") from exc

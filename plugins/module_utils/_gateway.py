@@ -23,6 +23,14 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 # backslash, comma or control character can get in.
 KEY_RE = re.compile(r"^[A-Za-z0-9._~+/=:@-]{8,512}$")
 SOCKET = "/var/lib/dgxspark/gateway/admin.sock"
+# Beside the socket: the servers' state HAProxy saves nothing of itself; dgxspark.vllm.gateway_server writes it (show
+# servers state) after every admin-state change and before every reload, and HAProxy reads it at every start, so that a
+# drained cluster stays drained through a reload, a restart or a reboot of the gateway.
+STATE_FILE = "server-state"
+# The OpenAI inference routes the gateway forwards (POST): every other path is answered 404 here, never forwarded
+# (vLLM's --api-key guards /v1 alone; /invocations, /tokenize, /pooling and the rest answer without it).
+PATHS = ("/v1/chat/completions", "/v1/completions")
+PATH_RE = re.compile(r"^/v1/[a-z0-9_]+(/[a-z0-9_]+)*$")
 CONFIG_DIR_IN_CONTAINER = "/usr/local/etc/haproxy"
 KEYS_FILE = "keys"
 # Request headers and HAProxy's rewrite reserve on top of the largest body the gateway routes.
@@ -133,17 +141,36 @@ def normalise_models(models) -> dict[str, list[dict]]:
     return out
 
 
+def check_paths(paths) -> list[str]:
+    """The inference paths the gateway forwards (gateway_paths): /v1/ routes, lower case, no empty or dot segment."""
+    if isinstance(paths, str) or not isinstance(paths, (list, tuple)) or not paths:
+        raise GatewayError(f"gateway_paths is {paths!r}: give a list of the OpenAI routes to forward, for example "
+                           f"{list(PATHS)}")
+    out = []
+    for index, path in enumerate(paths):
+        if not isinstance(path, str) or not PATH_RE.match(path) or len(path) > 100:
+            raise GatewayError(f"gateway_paths[{index}] is {path!r}: give a route under /v1/ of a-z 0-9 _ segments "
+                               "(such as /v1/chat/completions), without a trailing slash or a query")
+        if path not in out:
+            out.append(path)
+    return out
+
+
 def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, maxconn=512,
                    check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600,
-                   socket: str = SOCKET, config_dir: str = CONFIG_DIR_IN_CONTAINER) -> str:
+                   socket: str = SOCKET, config_dir: str = CONFIG_DIR_IN_CONTAINER, paths=PATHS,
+                   max_conn_per_source=128) -> str:
     """The gateway's haproxy.cfg: every route behind a client key, requests routed on the body's ``model``.
 
-    With a key: GET /v1/models answers the union of MODELS; /metrics the gateway's own Prometheus metrics; /health
-    200 when every model has a server up (503 naming none otherwise); a request whose JSON body names a served model
-    goes to that model's backend (leastconn over its clusters, each checked with a real completion); an unknown
-    model 404; any other request (no body, or a body without ``model``) 400. A body over MAX_BODY bytes: 413.
+    A source address with more than MAX_CONN_PER_SOURCE connections open is answered 429 on the ones over it. With a
+    key: GET /v1/models answers the union of MODELS; /metrics the gateway's own Prometheus metrics; /health 200 when
+    every model has a server up (503 naming none otherwise). Only a POST to one of PATHS is forwarded, every other
+    request 404: one whose JSON body names a served model goes to that model's backend (leastconn over its clusters,
+    each checked with a real completion); an unknown model 404; a body without ``model`` 400. A body over MAX_BODY
+    bytes: 413. The servers' admin states are read at every start from the state file beside SOCKET (STATE_FILE).
     """
     models = normalise_models(models)
+    paths = check_paths(paths)
     bind = check_address(bind, "gateway_bind", allow_any=True)
     port = check_port(port, "gateway_port")
     engine_key = check_key(engine_key, "the engines' API key (gateway_engine_api_key)")
@@ -153,6 +180,7 @@ def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, m
     check_timeout = check_int(check_timeout, "gateway_check_timeout", 1, 3600)
     timeout = check_int(timeout, "gateway_timeout", 10, 86400)
     hard_stop_after = check_int(hard_stop_after, "gateway_hard_stop_after", 1, 86400)
+    max_conn_per_source = check_int(max_conn_per_source, "gateway_max_conn_per_source", 1, 100000)
     for path, what in ((socket, "the runtime API socket"), (config_dir, "the configuration directory")):
         if not re.match(r"^/[A-Za-z0-9_./-]+$", path or ""):
             raise GatewayError(f"{what} is {path!r}: give an absolute path of A-Z a-z 0-9 _ . / -")
@@ -165,6 +193,7 @@ def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, m
         "    log stdout format raw local0 info",
         # The runtime API: drain/ready of a cluster's servers (rollouts), read by root on the gateway host only.
         f"    stats socket {socket} mode 600 level admin",
+        f"    server-state-file {socket.rsplit('/', 1)[0]}/{STATE_FILE}",
         # A request body is buffered whole (to read its model, and to retry it): it must fit in one buffer.
         f"    tune.bufsize {max_body + HEADER_ROOM + MAXREWRITE}",
         f"    tune.maxrewrite {MAXREWRITE}",
@@ -177,6 +206,7 @@ def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, m
         "    log global",
         "    option httplog",
         "    option dontlognull",
+        "    load-server-state-from-file global",
         "    timeout connect 5s",
         f"    timeout client {timeout}s",
         f"    timeout server {timeout}s",
@@ -193,6 +223,14 @@ def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, m
         "frontend api",
         f"    bind {_addr(bind, port)}",
         "    option http-buffer-request",
+        # Each source address's open connections (IPv4 sources are stored mapped into IPv6); one over its share of
+        # maxconn is answered 429, before anything else is read.
+        "    stick-table type ipv6 size 100k expire 10m store conn_cur",
+        "    tcp-request connection track-sc0 src",
+        "    http-request return status 429 content-type application/json string '"
+        + _json_error(429, "TooManyRequests", f"this address has more than {max_conn_per_source} connections open to "
+                                              "the gateway (gateway_max_conn_per_source); close some and retry")
+        + f"' if {{ sc0_conn_cur gt {max_conn_per_source} }}",
         # Every route: the bearer token must be one of the client keys (compared whole, exactly).
         f"    acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f {config_dir}/{KEYS_FILE}",
         "    acl bearer req.fhdr(authorization) -m beg \"Bearer \"",
@@ -211,6 +249,12 @@ def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, m
         f"if {{ path /health }} {' '.join(up)}",
         "    http-request return status 503 content-type application/json string '"
         + _json_error(503, "ServiceUnavailable", "a served model has no cluster available") + "' if { path /health }",
+        # Only the inference routes go further: /invocations, /tokenize, /score, /v1/load_lora_adapter and the rest
+        # are answered here.
+        f"    acl inference path -m str {' '.join(paths)}",
+        "    http-request return status 404 content-type application/json string '"
+        + _json_error(404, "NotFoundError", f"this gateway serves GET /v1/models and POST {', '.join(paths)}")
+        + "' unless inference METH_POST",
         f"    acl too_big req.hdr_val(content-length) gt {max_body}",
         "    http-request return status 413 content-type application/json string '"
         + _json_error(413, "PayloadTooLarge", f"the request body is larger than the gateway routes ({max_body} bytes, "

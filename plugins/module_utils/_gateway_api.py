@@ -11,9 +11,14 @@ Parsing is pure (unit-tested on HAProxy's own output formats); ``RuntimeAPI`` is
 
 from __future__ import annotations
 
+import ipaddress
+import json
+import os
 import re
 import socket
+import tempfile
 import time
+import typing as t
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 STATES = ("ready", "drain", "maint")
@@ -22,6 +27,12 @@ STATES = ("ready", "drain", "maint")
 # maintenance, forced/inherited drain.
 _MAINT_BITS = 0x01 | 0x02 | 0x04 | 0x20 | 0x40
 _DRAIN_BITS = 0x08 | 0x10
+
+
+# Beside the socket (the gateway's run directory, the same path in its container): the servers' state HAProxy reads
+# at every start (its configuration's server-state-file, plugins/module_utils/_gateway.py), and the drain holds.
+STATE_FILE = "server-state"
+HOLDS_FILE = "holds.json"
 
 
 class GatewayError(Exception):
@@ -172,12 +183,136 @@ class RuntimeAPI:
             raise GatewayError(f"unknown server state {state!r} (one of {', '.join(STATES)})")
         self._set(backend, server, f"state {state}")
 
+    def save_state(self, config_path: str) -> list[str]:
+        """The servers' state (admin states included) written where HAProxy reads it at its next start, for the
+        configuration at CONFIG_PATH (the one that start reads: state_for_config); the servers moved."""
+        try:
+            with open(config_path, encoding="utf-8") as handle:
+                config = handle.read()
+        except OSError as exc:
+            raise GatewayError(f"the gateway's configuration {config_path} cannot be read ({exc}): give its path "
+                               "(the gateway role's gateway_config_dir/haproxy.cfg)") from exc
+        path = beside(self.path, STATE_FILE)
+        try:
+            dump = self.command("show servers state")
+        except GatewayError:
+            # No HAProxy answers (not started yet, or stopped): the state saved before is what its next start reads.
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    dump = handle.read()
+            except FileNotFoundError:
+                return []
+            except (OSError, UnicodeDecodeError) as exc:
+                raise GatewayError(f"the gateway's saved server state {path} cannot be read ({exc}): remove it, then "
+                                   "run again") from exc
+        text, moved = state_for_config(dump, config)
+        write_file(path, text, like=self.path if os.path.exists(self.path) else path)
+        return moved
+
     def leave_maint(self, backend: str, server: str) -> None:
         """Out of maintenance into drain, health marked down. Leaving maintenance, HAProxy restores the health its
         checks saw before it (they do not run in maintenance), so the server would take traffic at once whatever it
         is now; drained and down, it takes none until the checks pass again (rise)."""
         self._set(backend, server, "state drain")
         self._set(backend, server, "health down")
+
+
+def beside(socket_path: str, name: str) -> str:
+    return os.path.join(os.path.dirname(socket_path), name)
+
+
+def write_file(path: str, text: str, like: str | None = None) -> None:
+    """TEXT into PATH whole (a temporary file renamed over it), mode 0600, owned as LIKE is (the socket: HAProxy's
+    user reads the state file)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o600)
+        if like is not None:
+            info = os.stat(like)
+            os.chown(tmp, info.st_uid, info.st_gid)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def check_state_dump(text: str) -> str:
+    """`show servers state` as HAProxy writes its server-state-file: version line 1, then the header."""
+    if not text.startswith("1\n# "):
+        raise GatewayError(f"unexpected 'show servers state' answer: {text[:200]!r}")
+    return text
+
+
+def _endpoint(address: str, port: str) -> tuple[str, str]:
+    try:
+        return str(ipaddress.ip_address(address.strip("[]"))), port
+    except ValueError:
+        return address, port
+
+
+def configured_servers(config: str) -> dict[tuple[str, str], tuple[str, str]]:
+    """A HAProxy configuration's servers: {(backend, server): (address, port)} (the gateway's own lines, rendered by
+    plugins/module_utils/_gateway.py: ``server NAME ADDRESS:PORT`` or ``[ADDRESS]:PORT``)."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    backend = None
+    for line in config.splitlines():
+        words = line.split()
+        if not words or line[0] not in " \t":
+            backend = words[1] if len(words) >= 2 and words[0] == "backend" else None
+            continue
+        if backend and words[0] == "server" and len(words) >= 3 and ":" in words[2]:
+            address, port = words[2].rsplit(":", 1)
+            out[(backend, words[1])] = _endpoint(address, port)
+    return out
+
+
+def state_for_config(dump: str, config: str) -> tuple[str, list[str]]:
+    """The saved state HAProxy may load with CONFIG. HAProxy applies a saved server's port and address over its
+    configuration's (haproxy/haproxy#1412, #3296), so a cluster whose head or door moved would be sent to its old
+    endpoint. Each server CONFIG has elsewhere keeps its admin state (a drain stays) at CONFIG's endpoint, marked down
+    until the health checks pass there; servers CONFIG does not have are left out. (the text, the 'backend/server'
+    moved)."""
+    servers = configured_servers(config)
+    lines, moved, header = [], [], []
+    for line in check_state_dump(dump).splitlines():
+        if line.startswith("# ") or not header:
+            header = line[2:].split() if line.startswith("# ") else header
+            lines.append(line)
+            continue
+        fields = line.split()
+        row = dict(zip(header, fields))
+        key = (row.get("be_name", ""), row.get("srv_name", ""))
+        if key not in servers or not {"srv_addr", "srv_port", "srv_op_state"} <= set(header[:len(fields)]):
+            continue
+        if servers[key] != _endpoint(row["srv_addr"], row["srv_port"]):
+            for name, value in zip(("srv_addr", "srv_port", "srv_op_state"), (*servers[key], "0")):
+                fields[header.index(name)] = value
+            moved.append("/".join(key))
+        lines.append(" ".join(fields))
+    return "\n".join(lines) + "\n", moved
+
+
+def live_holds(holds: t.Mapping[str, t.Any], now: float) -> dict[str, float]:
+    """The holds that have not expired: {server: until}."""
+    out = {}
+    for server, until in (holds or {}).items():
+        if isinstance(server, str) and NAME.match(server) and isinstance(until, (int, float)) and until > now:
+            out[server] = float(until)
+    return out
+
+
+def read_holds(path: str, now: float) -> dict[str, float]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise GatewayError(f"the drain holds in {path} cannot be read ({exc}): remove the file, then run again") from exc
+    return live_holds(data if isinstance(data, dict) else {}, now)
 
 
 def wait_settled(api: RuntimeAPI, server: str, state: str, timeout: float, interval: float = 1.0,

@@ -88,6 +88,16 @@ def completion(pair, timeout=10.0):
     return proc.returncode == 0
 
 
+def gateway_server(**args):
+    """dgxspark.vllm.gateway_server on the gateway box, as a rollout runs it: its result."""
+    proc = run([str(BIN / "ansible"), GATEWAY, "-i", str(INVENTORY), "--become", "-m",
+                "dgxspark.vllm.gateway_server", "-a", json.dumps(args)], check=False,
+               env=ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json"))
+    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][GATEWAY]
+    assert proc.returncode == 0 and not result.get("failed"), (args, result)
+    return result
+
+
 def through_gateway(method, path, key=None, body=None, timeout=30.0):
     """(status, parsed JSON or text) of a request to the gateway, from the controller."""
     headers = {"Content-Type": "application/json"}
@@ -298,9 +308,19 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
     assert status == 200 and f'haproxy_backend_active_servers{{proxy="model_{SERVED}"}} 2' in metrics, metrics[:2000]
     status, answer = through_gateway("POST", "/v1/completions", key=KEY, body={"model": "no-such-model", "prompt": "x"})
     assert status == 404 and "no-such-model" in answer["error"]["message"], answer
-    status, answer = through_gateway("GET", "/version", key=KEY)
-    print(f"gateway, with the key: unknown model -> 404, GET /version (no model to route on) -> {status}")
-    assert status == 400, answer
+    status, answer = through_gateway("POST", "/v1/chat/completions", key=KEY, body={"messages": []})
+    assert status == 400 and "names none" in answer["error"]["message"], answer
+    # Security review M7: with the key, every route that is not an inference route is answered by the gateway itself
+    # (vLLM's key guards /v1 alone: /invocations, /tokenize and /pooling answer real vLLM without one), never
+    # forwarded, whatever model its body names.
+    for method, path in (("POST", "/invocations"), ("POST", "/tokenize"), ("POST", "/pooling"), ("POST", "/score"),
+                         ("POST", "/v1/load_lora_adapter"), ("GET", "/version"), ("GET", "/v1/chat/completions"),
+                         ("POST", "/v1/chat/completions/"), ("POST", "/v1/%63hat/completions")):
+        status, answer = through_gateway(method, path, key=KEY, body=chat_body() if method == "POST" else None)
+        assert status == 404 and answer["error"]["message"].startswith("this gateway serves GET /v1/models and POST "
+                                                                       "/v1/chat/completions"), (method, path, answer)
+    print("gateway, with the key: unknown model -> 404, no model -> 400, 9 routes that are no inference route "
+          "(/invocations, /tokenize, GET /version, ...) -> 404 from the gateway itself")
     # From the controller, the engines' own ports refuse connections, and the doors close on it at once.
     for pair, head in HEADS.items():
         with pytest.raises(ConnectionRefusedError):
@@ -312,6 +332,10 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
               "and answers the gateway box")
         assert completion(pair)
     # A new client key is a graceful reload (the same HAProxy process, never a restart); a rerun changes nothing.
+    # Security review L8: a cluster a rollout drained and holds stays drained through that reload and through the
+    # run's admission of every cluster.
+    held = gateway_server(server="pair1", state="drain", hold=600, timeout=60)
+    assert held["changed"] and {s["admin"] for s in held["servers"]} == {"drain"}, held
     started = gateway_started_at()
     keys = tmp_path / "keys.yml"
     keys.write_text(f"all:\n  vars:\n    gateway_api_keys: [{KEY}, second-client-key-123]\n")
@@ -324,6 +348,12 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
     status, answer = through_gateway("POST", "/v1/chat/completions", key="second-client-key-123", body=chat_body())
     assert status == 200, answer
     assert gateway_started_at() == started
+    assert "pair1 is held out at the gateway by a rollout" in added.stdout, added.stdout[-3000:]
+    after = gateway_server(server="pair1")
+    assert {s["admin"] for s in after["servers"]} == {"drain"}, after
+    print("gateway: pair1, drained and held, stayed drained through the reload and the run's admission")
+    readmitted = gateway_server(server="pair1", state="ready", timeout=120)
+    assert readmitted["changed"] and {s["admin"] for s in readmitted["servers"]} == {"ready"}, readmitted
     again = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(keys), GATEWAY_PLAY, *SAME_MODEL],
                 check=False, env=ansible_env())
     assert again.returncode == 0 and re.search(rf"{GATEWAY} +: ok=\d+ +changed=0 ", again.stdout), again.stdout[-1500:]

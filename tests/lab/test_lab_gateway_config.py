@@ -3,13 +3,21 @@ Debian 13's 3.0, the branch of the official haproxy:3.0 image real gateways run)
 
 from __future__ import annotations
 
+import http.client
+import http.server
+import json
+import os
+import socket
 import subprocess
+import threading
+import time
 
 import pytest
 
 from labkit import LAB, run, tested_with
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway as gw
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway_api as gwapi
 
 IMAGE = "lab/haproxy:3.0"
 
@@ -72,3 +80,135 @@ def test_haproxy_refuses_a_broken_configuration_and_a_missing_keys_file(image, t
     missing = haproxy_check(tmp_path, config)
     print(f"haproxy -c ({image}): a broken configuration rc {broken.returncode}, no keys file rc {missing.returncode}")
     assert broken.returncode != 0 and missing.returncode != 0
+
+
+class Door(http.server.BaseHTTPRequestHandler):
+    """A cluster's door: answers every POST 200 with its name, and records the paths it was asked."""
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.paths.append(self.path)
+        body = json.dumps({"cluster": self.server.name}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args):
+        pass
+
+
+@pytest.fixture()
+def live_gateway(image, tmp_path):
+    """The rendered gateway in the lab's HAProxy 3.0, run as the role runs it (-W -db, the haproxy user, read-only,
+    host network) on loopback, in front of two doors: {port, socket, config, doors, reload(), container}."""
+    doors = {}
+    for name in ("pair1", "pair2"):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Door)
+        server.name, server.paths = name, []
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        doors[name] = server
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config_dir, run_dir = tmp_path / "etc", tmp_path / "run"
+    for directory in (config_dir, run_dir):
+        directory.mkdir()
+    os.chown(run_dir, 99, 99)
+    models = {"m": [{"name": name, "address": "127.0.0.1", "port": d.server_address[1]} for name, d in doors.items()]}
+
+    def write(**extra):
+        text = gw.render_gateway(models, "127.0.0.1", port, "engine-key-0123456789", check_interval=1,
+                                 socket=f"{run_dir}/admin.sock", **extra)
+        (config_dir / "haproxy.cfg").write_text(text)
+        (config_dir / "keys").write_text(gw.render_keys([CLIENT_KEY]))
+        for path in (config_dir, config_dir / "haproxy.cfg", config_dir / "keys"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+    write(max_conn_per_source=3)
+    name = f"dgxspark-test-gateway-{os.getpid()}-{port}"
+    subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host", "--user", "99:99", "--read-only",
+                    "--cap-drop", "ALL", "-v", f"{config_dir}:/usr/local/etc/haproxy:ro", "-v", f"{run_dir}:{run_dir}",
+                    "--entrypoint", "haproxy", image, "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"],
+                   check=True, capture_output=True)
+    client = gwapi.RuntimeAPI(f"{run_dir}/admin.sock")
+
+    def wait_up():
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                rows = [r for name in doors for r in client.servers(name)[0]]
+                if len(rows) == 2 and all(gwapi.is_healthy(r["status"]) for r in rows):
+                    return
+            except gwapi.GatewayError:
+                pass
+            logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True, check=False)
+            assert time.monotonic() < deadline, logs.stdout + logs.stderr
+            time.sleep(0.2)
+
+    def reload(**extra):
+        """The role's reload: the new configuration in place, the saved state brought to it, SIGUSR2."""
+        write(**extra)
+        client.save_state(str(config_dir / "haproxy.cfg"))
+        subprocess.run(["docker", "kill", "--signal", "USR2", name], check=True, capture_output=True)
+        time.sleep(1.0)   # the new worker takes over; its runtime API answers for it
+        wait_up()
+
+    wait_up()
+    yield {"port": port, "doors": doors, "api": client, "reload": reload, "run_dir": run_dir, "container": name}
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    for door in doors.values():
+        door.shutdown()
+
+
+CLIENT_KEY = "client-key-0123456789"
+
+
+def post(conn, path, model="m", key=CLIENT_KEY):
+    body = json.dumps({"model": model, "prompt": "x"})
+    conn.request("POST", path, body=body, headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    return resp.status, json.loads(resp.read())
+
+
+def test_m7_the_gateway_forwards_inference_routes_alone(live_gateway):
+    conn = http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10)
+    for path in ("/invocations", "/tokenize", "/pooling", "/v1/load_lora_adapter", "/v1/chat/completions/",
+                 "/v1/embeddings", "/v1//completions"):
+        status, answer = post(conn, path)
+        assert status == 404 and "this gateway serves" in answer["error"]["message"], (path, answer)
+    status, answer = post(conn, "/v1/completions?stream=false")
+    assert status == 200 and answer["cluster"] in ("pair1", "pair2")
+    paths = [p for d in live_gateway["doors"].values() for p in d.paths]
+    print(f"HAProxy 3.0, M7: 7 routes that are no inference route answered 404 by the gateway; the doors were asked "
+          f"{paths} (health checks and the one completion)")
+    assert set(paths) <= {"/v1/completions", "/v1/completions?stream=false"}, paths
+
+
+def test_l10_a_source_over_its_share_of_connections_is_answered_429(live_gateway):
+    conns = [http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10) for _i in range(4)]
+    answers = [post(conn, "/v1/completions")[0] for conn in conns]   # keep-alive: each stays open
+    print(f"HAProxy 3.0, L10: 4 connections from one address with gateway_max_conn_per_source 3: {answers}")
+    assert answers == [200, 200, 200, 429]
+    # Two closed (the refused one counts while it is open): a new connection is the third.
+    conns[0].close()
+    conns[3].close()
+    time.sleep(0.5)
+    assert post(http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10), "/v1/completions")[0] == 200
+
+
+def test_l8_a_drain_survives_a_reload_of_haproxy_3_0(live_gateway):
+    client = live_gateway["api"]
+    for backend in ("model_m",):
+        client.set_state(backend, "pair1", "drain")
+    client.save_state(str(live_gateway["run_dir"].parent / "etc" / "haproxy.cfg"))
+    saved = (live_gateway["run_dir"] / gwapi.STATE_FILE).read_text()
+    assert saved.startswith("1\n# be_id ") and " pair1 " in saved
+    live_gateway["reload"](max_conn_per_source=5)   # a changed configuration: a graceful reload
+    admin = {name: {r["admin"] for r in client.servers(name)[0]} for name in ("pair1", "pair2")}
+    print(f"HAProxy 3.0, L8: after a reload (SIGUSR2, -W), admin states {admin}")
+    assert admin == {"pair1": {"drain"}, "pair2": {"ready"}}
+    conn = http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10)
+    assert {post(conn, "/v1/completions")[1]["cluster"] for _i in range(6)} == {"pair2"}

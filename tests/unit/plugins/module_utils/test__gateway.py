@@ -47,11 +47,13 @@ def test_every_route_needs_a_key_before_anything_else_answers():
     lines = render().splitlines()
     start = lines.index("frontend api")
     rules = [line.strip() for line in lines[start:] if line.strip().startswith(("http-request", "use_backend"))]
-    # The 401 is the first rule: /metrics, /v1/models, /health and every backend come after it.
-    assert rules[0].startswith("http-request return status 401 ") and rules[0].endswith("unless bearer key_ok")
-    assert "acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f /usr/local/etc/haproxy/keys" in lines[start + 3]
-    assert any("use-service prometheus-exporter if { path /metrics }" in r for r in rules[1:])
-    assert not any("unless" in r and "401" not in r and "has_model" not in r for r in rules)
+    # The 401 comes right after the per-source connection limit (L10), which reads nothing of the request: /metrics,
+    # /v1/models, /health and every backend come after it.
+    assert rules[0].startswith("http-request return status 429 ") and rules[0].endswith("if { sc0_conn_cur gt 128 }")
+    assert rules[1].startswith("http-request return status 401 ") and rules[1].endswith("unless bearer key_ok")
+    assert "    acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f /usr/local/etc/haproxy/keys" in lines
+    assert any("use-service prometheus-exporter if { path /metrics }" in r for r in rules[2:])
+    assert not any("unless" in r and "401" not in r and "has_model" not in r and "inference" not in r for r in rules)
 
 
 def test_v1_models_answers_the_union_of_the_models():
@@ -214,3 +216,43 @@ def test_the_door_forwards_where_the_engine_listens():
     assert gw.door_target({"endpoint": {"host": "127.0.0.1", "port": 8000}}) == ("127.0.0.1", 8000)
     assert gw.door_target({"endpoint": {"host": "0.0.0.0", "port": 8001}}) == ("127.0.0.1", 8001)
     assert gw.door_target({"endpoint": {"host": "10.0.0.11", "port": 8000}}) == ("10.0.0.11", 8000)
+
+
+def test_m7_only_a_post_to_an_inference_path_goes_further_than_the_gateway():
+    lines = render().splitlines()
+    start = lines.index("frontend api")
+    rules = [line.strip() for line in lines[start:] if line.strip().startswith(("http-request", "use_backend", "acl"))]
+    acl = rules.index("acl inference path -m str /v1/chat/completions /v1/completions")
+    refuse = next(i for i, r in enumerate(rules) if r.startswith("http-request return status 404 ")
+                  and r.endswith("unless inference METH_POST"))
+    assert "POST /v1/chat/completions, /v1/completions" in rules[refuse]
+    # After the key, /metrics, /v1/models and /health; before anything reads the body or picks a backend.
+    assert acl < refuse < min(i for i, r in enumerate(rules) if "req.body" in r or r.startswith("use_backend"))
+    assert refuse > next(i for i, r in enumerate(rules) if "{ path /health }" in r)
+    text = render(paths=["/v1/chat/completions", "/v1/embeddings", "/v1/chat/completions"])
+    assert "    acl inference path -m str /v1/chat/completions /v1/embeddings" in text.splitlines()
+
+
+@pytest.mark.parametrize("paths", ["/v1/chat/completions", [], ["/invocations"], ["/v1/chat/completions/"],
+                                   ["/v1/../tokenize"], ["/v1/chat completions"], ["/v1/chat/completions?x=1"],
+                                   ["/v1//completions"], [None], ["/V1/Completions"]])
+def test_m7_inference_paths_that_are_no_v1_route_are_refused(paths):
+    with pytest.raises(gw.GatewayError, match="gateway_paths"):
+        render(paths=paths)
+
+
+def test_l10_each_source_holds_at_most_its_share_of_connections():
+    lines = render(maxconn=512, max_conn_per_source=40).splitlines()
+    assert "    stick-table type ipv6 size 100k expire 10m store conn_cur" in lines
+    assert "    tcp-request connection track-sc0 src" in lines
+    assert any(line.endswith("if { sc0_conn_cur gt 40 }") and "status 429" in line for line in lines)
+    for bad in (0, 100001, "x"):
+        with pytest.raises(gw.GatewayError, match="gateway_max_conn_per_source"):
+            render(maxconn=512, max_conn_per_source=bad)
+
+
+def test_l8_haproxy_reads_the_servers_state_beside_its_socket_at_every_start():
+    lines = render().splitlines()
+    assert "    server-state-file /var/lib/dgxspark/gateway/server-state" in lines
+    assert lines.index("    server-state-file /var/lib/dgxspark/gateway/server-state") < lines.index("defaults")
+    assert "    load-server-state-from-file global" in lines[lines.index("defaults"):]

@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -62,45 +63,79 @@ def door(name):
     return server
 
 
+def write_config(tmp_path, port, sock, doors, swap=False):
+    """Two backends of the two doors; SWAP: each server at the other's door (a cluster moved to a new address)."""
+    ports = {name: d.server_address[1] for name, d in doors.items()}
+    if swap:
+        ports = dict(zip(ports, reversed(list(ports.values()))))
+    servers = "".join(f"    server {name} 127.0.0.1:{ports[name]} check inter 200 rise 2 fall 1\n" for name in doors)
+    # The server-state file as roles/gateway's configuration names it (plugins/module_utils/_gateway.py): beside the
+    # socket, read at every start.
+    (tmp_path / "haproxy.cfg").write_text(
+        "global\n"
+        f"    stats socket {sock} mode 600 level admin\n"
+        f"    server-state-file {tmp_path / api.STATE_FILE}\n"
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n"
+        "    option redispatch\n    retries 2\n    load-server-state-from-file global\n"
+        f"frontend api\n    bind 127.0.0.1:{port}\n"
+        "    use_backend model_b if { path_beg /b }\n    default_backend model_a\n"
+        f"backend model_a\n    balance roundrobin\n    option httpchk GET /health\n{servers}"
+        f"backend model_b\n    balance roundrobin\n    option httpchk GET /health\n{servers}")
+
+
+def start_haproxy(tmp_path, client):
+    """HAProxy on tmp_path/haproxy.cfg, once its runtime API answers for both clusters."""
+    proc = subprocess.Popen([HAPROXY, "-db", "-f", str(tmp_path / "haproxy.cfg")], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            if all(len(client.servers(name)[0]) == 2 for name in ("pair1", "pair2")):
+                return proc
+        except api.GatewayError:
+            pass
+        assert time.monotonic() < deadline, proc.stdout.read1().decode() if proc.poll() is not None else "not up"
+        time.sleep(0.1)
+
+
+def wait_up(client, names, timeout=15):
+    deadline = time.monotonic() + timeout
+    while not all(api.is_up(r["status"]) for name in names for r in client.servers(name)[0]):
+        assert time.monotonic() < deadline, [client.servers(name)[0] for name in names]
+        time.sleep(0.1)
+
+
 @pytest.fixture()
 def gateway(tmp_path):
     doors = {"pair1": door("pair1"), "pair2": door("pair2")}
     port = free_port()
     sock = tmp_path / "admin.sock"
-    servers = "".join(f"    server {name} 127.0.0.1:{d.server_address[1]} check inter 200 rise 2 fall 1\n"
-                      for name, d in doors.items())
-    (tmp_path / "haproxy.cfg").write_text(
-        "global\n"
-        f"    stats socket {sock} mode 600 level admin\n"
-        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n"
-        "    option redispatch\n    retries 2\n"
-        f"frontend api\n    bind 127.0.0.1:{port}\n"
-        "    use_backend model_b if { path_beg /b }\n    default_backend model_a\n"
-        f"backend model_a\n    balance roundrobin\n    option httpchk GET /health\n{servers}"
-        f"backend model_b\n    balance roundrobin\n    option httpchk GET /health\n{servers}")
-    proc = subprocess.Popen([HAPROXY, "-db", "-f", str(tmp_path / "haproxy.cfg")], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    write_config(tmp_path, port, sock, doors)
     client = api.RuntimeAPI(str(sock))
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            rows, _others = client.servers("pair1")
-            if len(rows) == 2 and all(api.is_up(r["status"]) for r in rows) and \
-                    all(api.is_up(r["status"]) for r in client.servers("pair2")[0]):
-                break
-        except api.GatewayError:
-            pass
-        assert time.monotonic() < deadline, proc.stdout.read1().decode() if proc.poll() is not None else "not up"
-        time.sleep(0.1)
-    yield {"port": port, "socket": str(sock), "doors": doors, "api": client}
-    proc.terminate()
-    proc.wait(timeout=10)
+    procs = [start_haproxy(tmp_path, client)]
+    wait_up(client, ("pair1", "pair2"))
+
+    def restart(swap=False, save=None):
+        """Stop HAProxy and start it again (a restart of the gateway), on the configuration, SWAP as above; SAVE runs
+        once the configuration is written, before HAProxy stops (the role's save before a reload)."""
+        write_config(tmp_path, port, sock, doors, swap=swap)
+        if save is not None:
+            save()
+        procs[-1].terminate()
+        procs[-1].wait(timeout=10)
+        procs.append(start_haproxy(tmp_path, client))
+
+    yield {"port": port, "socket": str(sock), "doors": doors, "api": client, "restart": restart, "dir": tmp_path}
+    procs[-1].terminate()
+    procs[-1].wait(timeout=10)
     for d in doors.values():
         d.release.set()
         d.shutdown()
 
 
 def run(capsys, **args):
+    if "socket" in args:
+        args.setdefault("config", str(Path(args["socket"]).parent / "haproxy.cfg"))
     with patch_module_args(args), pytest.raises(SystemExit):
         mod.main()
     return json.loads(capsys.readouterr().out)
@@ -200,3 +235,82 @@ def test_admin_bits_and_status():
     assert api.is_up("UP") and api.is_up("UP 1/3") and not api.is_up("DOWN 1/2") and not api.is_up("MAINT")
     with pytest.raises(api.GatewayError):
         api.parse_stat("Unknown command\n")
+
+
+def admin(gateway, name):
+    return {r["backend"]: r["admin"] for r in gateway["api"].servers(name)[0]}
+
+
+def test_l8_a_drain_survives_a_restart_of_the_gateway(gateway, capsys):
+    drained = run(capsys, server="pair1", state="drain", socket=gateway["socket"], timeout=20)
+    assert drained["changed"] is True
+    state_file = gateway["dir"] / api.STATE_FILE
+    assert state_file.stat().st_mode & 0o777 == 0o600 and state_file.read_text().startswith("1\n# be_id ")
+    gateway["restart"]()
+    assert admin(gateway, "pair1") == {"model_a": "drain", "model_b": "drain"}
+    assert admin(gateway, "pair2") == {"model_a": "ready", "model_b": "ready"}
+    wait_up(gateway["api"], ("pair2",))
+    assert {get(gateway["port"], "/a") for _i in range(6)} == {"pair2"}
+    # Admitted again: saved too, so the next start admits it.
+    run(capsys, server="pair1", state="ready", socket=gateway["socket"], timeout=20)
+    gateway["restart"]()
+    assert admin(gateway, "pair1") == {"model_a": "ready", "model_b": "ready"}
+
+
+def test_l8_the_saved_state_never_moves_a_server_the_configuration_moved(gateway, capsys):
+    # A cluster whose head changed address (the configuration's) is reached there, not at the saved address.
+    run(capsys, server="pair2", state="drain", socket=gateway["socket"], timeout=20)
+    # HAProxy alone would apply the saved ports over the new configuration's: without the role's save, pair1 stays
+    # at its old door.
+    gateway["restart"](swap=True, save=lambda: None)
+    assert {get(gateway["port"], "/a") for _i in range(6)} == {"pair1"}
+    gateway["restart"](swap=True, save=lambda: run(capsys, socket=gateway["socket"]))
+    wait_up(gateway["api"], ("pair1",))
+    # pair1 is configured at pair2's door now; pair2 (drained) at pair1's.
+    assert {get(gateway["port"], "/a") for _i in range(6)} == {"pair2"}
+    assert admin(gateway, "pair2") == {"model_a": "drain", "model_b": "drain"}
+
+
+def test_l8_a_held_cluster_stays_out_when_a_gateway_run_admits_every_cluster(gateway, capsys):
+    before = time.time()
+    held = run(capsys, server="pair1", state="drain", hold=600, socket=gateway["socket"], timeout=20)
+    assert held["changed"] is True and before + 600 <= held["held"] <= time.time() + 600
+    holds = json.loads((gateway["dir"] / api.HOLDS_FILE).read_text())
+    assert list(holds) == ["pair1"] and (gateway["dir"] / api.HOLDS_FILE).stat().st_mode & 0o777 == 0o600
+    # The gateway role's admission (every cluster that serves) during the rollout: pair1 is left out.
+    admitted = run(capsys, server="pair1", state="ready", respect_holds=True, wait=False, socket=gateway["socket"])
+    assert admitted["changed"] is False and admitted["held"] == held["held"], admitted
+    assert "held out at the gateway by a rollout" in admitted["msg"]
+    assert admin(gateway, "pair1") == {"model_a": "drain", "model_b": "drain"}
+    other = run(capsys, server="pair2", state="ready", respect_holds=True, wait=False, socket=gateway["socket"])
+    assert other["changed"] is False and other["held"] is None
+    # The hold survives a restart (a reload during the rollout) with the drain.
+    gateway["restart"]()
+    again = run(capsys, server="pair1", state="ready", respect_holds=True, wait=False, socket=gateway["socket"])
+    assert again["changed"] is False and admin(gateway, "pair1") == {"model_a": "drain", "model_b": "drain"}
+    # A rollout that ends without serving releases its hold (hold 0): the cluster stays drained until a gateway run
+    # admits it, which it then does.
+    released = run(capsys, server="pair1", state="drain", hold=0, wait=False, socket=gateway["socket"])
+    assert released["changed"] is True and released["held"] is None
+    assert json.loads((gateway["dir"] / api.HOLDS_FILE).read_text()) == {}
+    back = run(capsys, server="pair1", state="ready", respect_holds=True, socket=gateway["socket"], timeout=20)
+    assert back["changed"] is True and admin(gateway, "pair1") == {"model_a": "ready", "model_b": "ready"}
+
+
+def test_l8_an_expired_hold_no_longer_holds_and_a_plain_ready_clears_one(gateway, capsys):
+    (gateway["dir"] / api.HOLDS_FILE).write_text(json.dumps({"pair1": time.time() - 1, "pair2": time.time() + 600}))
+    run(capsys, server="pair1", state="drain", wait=False, socket=gateway["socket"])
+    expired = run(capsys, server="pair1", state="ready", respect_holds=True, socket=gateway["socket"], timeout=20)
+    assert expired["changed"] is True and expired["held"] is None
+    run(capsys, server="pair2", state="drain", wait=False, socket=gateway["socket"])
+    forced = run(capsys, server="pair2", state="ready", socket=gateway["socket"], timeout=20)
+    assert forced["changed"] is True and forced["held"] is None
+    assert json.loads((gateway["dir"] / api.HOLDS_FILE).read_text()) == {}
+
+
+def test_l8_a_hold_needs_a_drain_and_whole_seconds(gateway, capsys):
+    for args in ({"state": "ready", "hold": 60}, {"hold": 60}, {"state": "drain", "hold": -1}):
+        failed = run(capsys, server="pair1", socket=gateway["socket"], **args)
+        assert failed["failed"] is True and "hold is" in failed["msg"], (args, failed)
+    assert admin(gateway, "pair1") == {"model_a": "ready", "model_b": "ready"}
+    assert not (gateway["dir"] / api.HOLDS_FILE).exists()
