@@ -63,11 +63,32 @@ def deployed(lab, tmp_path_factory):
     SERVING["secrets"] = secrets
     SERVING["head"] = node_exec(node(1), "docker", "inspect", "-f", "{{.Id}}", "dgxspark-ray-head", check=False).stdout
     yield first
+    history = teardown_history()
     down = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), TEARDOWN], check=False, env=ansible_env())
     assert down.returncode == 0, down.stdout[-4000:]
     for i in (1, 2):
         left = node_exec(node(i), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
         assert left == [], f"{node(i)} still has {left}"
+    # Security review L3: a plain teardown keeps the history (only teardown_purge removes it). The release record is
+    # moved aside (nothing reads it as what the cluster serves), the watchdog's events and Prometheus' time series
+    # stay; the watchdog's live state goes.
+    after = teardown_history()
+    assert not after["release"] and len(after["history"]) == len(history["history"]) + bool(history["release"]), after
+    assert after["events"] == history["events"] and not after["state"], (history, after)
+    assert after["prometheus"] == history["prometheus"], (history, after)
+    print(f"teardown (L3): the release record kept as {after['history'][-1:]}, the watchdog's events "
+          f"{'kept' if after['events'] else '(none)'}, Prometheus' data {'kept' if after['prometheus'] else '(none)'}")
+
+
+def teardown_history():
+    """What of the deployment's history the head holds: the release record and its history, the watchdog's events and
+    live state, Prometheus' time series."""
+    def there(path):
+        return node_exec(node(1), "test", "-e", path, check=False).returncode == 0
+    listed = node_exec(node(1), "sh", "-c", "ls /etc/dgxspark/vllm/history 2>/dev/null", check=False).stdout.split()
+    return {"release": there("/etc/dgxspark/vllm/release.json"), "history": sorted(listed),
+            "events": there("/var/lib/dgxspark/watchdog/events.jsonl"),
+            "state": there("/var/lib/dgxspark/watchdog/state.json"), "prometheus": there("/var/lib/dgxspark/prometheus")}
 
 
 def test_deploy_from_zero_serves_a_chat_completion(deployed):
