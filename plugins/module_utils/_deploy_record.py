@@ -17,13 +17,16 @@ files, so that a change of the inventory, of -e, of a secret or of the collectio
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import stat
 import typing as t
 
-VERSION = 2
+VERSION = 3
 PATH = "/var/lib/dgxspark/deploy/record.json"
+# Beside the record (its directory is never captured): the node's key of the record's digests.
+KEY_FILE = "record.key"
 TREES = ("/etc/dgxspark", "/var/lib/dgxspark", "/opt/dgxspark")
 # What changes on its own while a cluster serves (the watchdog's state and events, runtime sockets, Prometheus'
 # data); the module adds the record's own directory. The watchdog's maintenance marker is not among them: a paused
@@ -49,24 +52,29 @@ def _excluded(path: str, exclude: t.Sequence[str]) -> bool:
     return any(path == e or path.startswith(e.rstrip("/") + "/") for e in exclude)
 
 
-def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
+def keyed(key: bytes, text: str) -> str:
+    """HMAC-SHA256 of TEXT under KEY: how the record holds the inputs digest."""
+    return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _file_digest(path: str, key: bytes | None) -> str:
+    h = hmac.new(key, digestmod=hashlib.sha256) if key is not None else hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
 
 
-def _entry(path: str) -> list | None:
-    """[kind, mode, uid, gid, content] of PATH (not followed), or None when missing. Content: a file's sha256, a
-    link's target; a directory's or anything else's is empty."""
+def _entry(path: str, key: bytes | None = None) -> list | None:
+    """[kind, mode, uid, gid, content] of PATH (not followed), or None when missing. Content: a file's HMAC-SHA256
+    under KEY (its sha256 without one), a link's target; a directory's or anything else's is empty."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return None
     mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISREG(st.st_mode):
-        return ["file", mode, st.st_uid, st.st_gid, _file_sha256(path)]
+        return ["file", mode, st.st_uid, st.st_gid, _file_digest(path, key)]
     if stat.S_ISDIR(st.st_mode):
         return ["dir", mode, st.st_uid, st.st_gid, ""]
     if stat.S_ISLNK(st.st_mode):
@@ -74,23 +82,25 @@ def _entry(path: str) -> list | None:
     return ["other", mode, st.st_uid, st.st_gid, ""]
 
 
-def capture_files(trees: t.Sequence[str], files: t.Sequence[str], exclude: t.Sequence[str]) -> dict:
-    """{path: _entry(path)} of everything under TREES (not crossing into EXCLUDE) and of FILES (None when missing)."""
+def capture_files(trees: t.Sequence[str], files: t.Sequence[str], exclude: t.Sequence[str],
+                  key: bytes | None = None) -> dict:
+    """{path: _entry(path, KEY)} of everything under TREES (not crossing into EXCLUDE) and of FILES (None when
+    missing)."""
     out: dict[str, list | None] = {}
     for top in trees:
         if _excluded(top, exclude) or not os.path.lexists(top):
             out[top] = None
             continue
-        out[top] = _entry(top)
+        out[top] = _entry(top, key)
         for root, dirs, names in os.walk(top):
             dirs[:] = sorted(d for d in dirs if not _excluded(os.path.join(root, d), exclude))
             for name in sorted(dirs) + sorted(names):
                 path = os.path.join(root, name)
                 if not _excluded(path, exclude):
-                    out[path] = _entry(path)
+                    out[path] = _entry(path, key)
     for path in files:
         if not _excluded(path, exclude):
-            out[path] = _entry(path)
+            out[path] = _entry(path, key)
     return out
 
 
@@ -115,6 +125,33 @@ def capture_stats(directories: t.Sequence[str]) -> dict:
                 files[os.path.relpath(path, top)] = [st.st_size, st.st_mtime_ns]
         out[top] = files
     return out
+
+
+def load_key(directory: str, create: bool) -> bytes | None:
+    """The node's record key (KEY_FILE in DIRECTORY, 32 random bytes, root only); made when CREATE and missing. None
+    when it is missing and not made (no record made without it can be compared)."""
+    path = os.path.join(directory, KEY_FILE)
+    try:
+        with open(path, "rb") as f:
+            key = f.read()
+    except FileNotFoundError:
+        key = None
+    if key is not None and len(key) == 32:
+        return key
+    if not create:
+        return None
+    key = os.urandom(32)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return key
 
 
 def describe_container(attrs: dict) -> dict:

@@ -28,6 +28,10 @@ description:
     the read's RV(inputs) (by then the roles have published facts of their own).
   - What changes on its own while a cluster serves (the watchdog's state and events, runtime sockets, Prometheus'
     data) is excluded by O(exclude); the watchdog's maintenance marker is not (a paused watchdog is a difference).
+  - Nothing in the record is a bare hash of a secret. File contents and the inputs digest are recorded as HMAC-SHA256
+    under a random key of the node's own, C(record.key) beside the record (root only, made by the first
+    O(state=present)), so that a copy of the record alone cannot test a guess of the API key, the Ray token or the
+    transfer key. A record without its key is no record (the next deploy goes through every step).
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
 attributes:
@@ -188,12 +192,12 @@ else:
     DOCKER_IMPORT_ERROR = None
 
 
-def capture(client, p: dict, recorded: dict | None) -> dict:
-    """The node as it is now, in the record's shape."""
+def capture(client, p: dict, recorded: dict | None, key: bytes) -> dict:
+    """The node as it is now, in the record's shape (file contents keyed with KEY)."""
     # The record's own directory is never part of what it records.
     exclude = [*p["exclude"], os.path.dirname(p["path"])]
     return {
-        "files": record.capture_files(p["trees"], p["files"], exclude),
+        "files": record.capture_files(p["trees"], p["files"], exclude, key),
         "stats": record.capture_stats(p["stat_dirs"]),
         "containers": record.capture_containers(client, p["label"], NotFound),
         "images": record.capture_images(client, record.image_refs(p["images"], recorded), NotFound),
@@ -211,19 +215,28 @@ def run(module, client) -> dict:
     p = module.params
     text = read_or_none(p["path"])
     recorded = record.parse(text)
+    directory = os.path.dirname(p["path"])
     if p["state"] == "read":
-        now = capture(client, p, recorded)
-        diffs = record.differences(recorded, p["inputs"], now)
+        key = record.load_key(directory, create=False)
+        if key is None:
+            recorded = None  # no record made on this node can be compared without its key
+        now = capture(client, p, recorded, key or b"")
+        diffs = record.differences(recorded, record.keyed(key or b"", p["inputs"]), now)
         return {"changed": False, "refreshed": False, "converged": not diffs, "differences": diffs,
                 "result": (recorded or {}).get("result") or {}}
     if not module.check_mode:
         ensure_dir(p["path"])
-    now = capture(client, p, None)
-    content = record.render(p["inputs"], now, p["result"])
+    # Check mode makes no key: without one, nothing recorded compares, and the record would be written anew.
+    key = record.load_key(directory, create=not module.check_mode)
+    if key is None:
+        key, recorded = os.urandom(32), None
+    now = capture(client, p, None, key)
+    inputs = record.keyed(key, p["inputs"])
+    content = record.render(inputs, now, p["result"])
     # A change is a record of other inputs or another result (or none before). The node's state alone moving (a
     # model file's time after a copy that found the same bytes) refreshes the record without being reported: the
     # deploy that found nothing to change changed nothing.
-    changed = (recorded is None or recorded.get("version") != record.VERSION or recorded.get("inputs") != p["inputs"]
+    changed = (recorded is None or recorded.get("version") != record.VERSION or recorded.get("inputs") != inputs
                or recorded.get("result") != p["result"])
     refreshed = content != text
     if refreshed and not module.check_mode:

@@ -90,3 +90,26 @@ def test_main_refuses_relative_paths_and_an_empty_inputs(capsys):
     with patch_module_args({"state": "present"}), pytest.raises(SystemExit):
         mod.main()
     assert "state is present but all of the following are missing: inputs" in capsys.readouterr().out
+
+
+def test_l2_no_bare_hash_of_a_secret_is_at_rest(tmp_path):
+    """Security review L2: the record held sha256(serve.env), which holds the API key, and the inputs digest, which
+    covers the secrets: a copy of the record alone tested a guess of either. Now both are keyed with the node's key."""
+    import hashlib
+    (tmp_path / "etc").mkdir()
+    secret = b"VLLM_API_KEY=lab-api-key-not-a-secret\n"
+    (tmp_path / "etc" / "serve.env").write_bytes(secret)
+    fake = client()
+    mod.run(Module(params(tmp_path, state="present", inputs="digest-of-the-secrets")), fake)
+    text = (tmp_path / "lib" / "deploy" / "record.json").read_text()
+    assert hashlib.sha256(secret).hexdigest() not in text and "digest-of-the-secrets" not in text
+    key = tmp_path / "lib" / "deploy" / "record.key"
+    assert len(key.read_bytes()) == 32 and oct(key.stat().st_mode & 0o777) == "0o600"
+    assert mod.run(Module(params(tmp_path, inputs="digest-of-the-secrets")), fake)["converged"]
+    # The key is the node's: kept across records; a record without it is no record.
+    mod.run(Module(params(tmp_path, state="present", inputs="digest-of-the-secrets")), fake)
+    assert len(key.read_bytes()) == 32
+    key.unlink()
+    assert mod.run(Module(params(tmp_path, inputs="digest-of-the-secrets")), fake)["differences"] == [
+        "no record of an earlier deploy on this node"]
+    assert not key.exists()   # a read makes no key
