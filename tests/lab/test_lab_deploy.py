@@ -567,7 +567,14 @@ def test_prometheus_scrapes_the_engine_and_both_node_exporters_and_a_second_run_
         assert config["HostConfig"]["SecurityOpt"] == wanted, name
     assert node_exec(node(1), "docker", "inspect", "-f", "{{.HostConfig.PidMode}}", "dgxspark-node-exporter").stdout.strip() == "host"
     key_file = node_exec(node(1), "stat", "-c", "%a %U %g", "/etc/dgxspark/monitoring/engine.key").stdout.split()
-    assert key_file == ["640", "root", "65534"], key_file
+    assert key_file == ["640", "root", "64640"], key_file
+    # Security review L1: the key files' group is Prometheus's alone. The node exporter runs as nobody:nogroup like
+    # Prometheus's image user and sees the host's / read-only: it cannot read them.
+    assert node_exec(node(1), "docker", "inspect", "-f", "{{json .HostConfig.GroupAdd}}",
+                     "dgxspark-prometheus").stdout.strip() == '["64640"]'
+    peek = node_exec(node(1), "docker", "exec", "dgxspark-node-exporter", "cat",
+                     "/host/etc/dgxspark/monitoring/engine.key", check=False)
+    assert peek.returncode != 0 and "Permission denied" in peek.stderr and KEY not in peek.stdout, peek
     # Prometheus's API is on the head's loopback only: the controller gets no answer on the head's LAN address.
     assert run(["curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5",
                 f"http://{mgmt_ip(1)}:9090/api/v1/targets"], check=False).stdout == "000"

@@ -331,6 +331,11 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
         print(f"{pair}: the door {mgmt_ip(head)}:{DOOR_PORT} drops the controller ({type(err.value).__name__}), "
               "and answers the gateway box")
         assert completion(pair)
+    # Security review L1: the configuration and client keys belong to a group only the gateway's container has.
+    assert node_exec(GATEWAY, "stat", "-c", "%a %U %g", "/etc/dgxspark/gateway/keys").stdout.split() == [
+        "640", "root", "64641"]
+    assert node_exec(GATEWAY, "docker", "inspect", "-f", "{{json .HostConfig.GroupAdd}}",
+                     "dgxspark-gateway").stdout.strip() == '["64641"]'
     # A new client key is a graceful reload (the same HAProxy process, never a restart); a rerun changes nothing.
     # Security review L8: a cluster a rollout drained and holds stays drained through that reload and through the
     # run's admission of every cluster.
