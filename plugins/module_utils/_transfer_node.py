@@ -76,6 +76,10 @@ Protocol 2 also carries one request that is not a transfer, for the watchdog on 
     and by label (``org.dgxspark.vllm.component`` ``ray`` or ``vllm``): no other container, image or option can be
     named. Answers one JSON line with each container's state after the action.
 
+The watchdog holds a key of its own (security review H3), authorized on every member of its cluster (its head
+included) with the forced command ``dgxspark-transfer CONFIG.json --only engine``: that key can ask ``engine`` and
+nothing else, no image, no model file, no relay.
+
 No shell is involved anywhere: the next hop is reached with the relay's ssh argv. Standard library only (the
 docker SDK, python3-docker on the node, is imported when an image request needs it).
 """
@@ -496,7 +500,8 @@ def engine_allowed(config):
 def container_state(info):
     """What an engine request reports of a container (``docker inspect`` output): no environment, no command."""
     state = info.get("State") or {}
-    return {"exists": True, "running": bool(state.get("Running")), "status": state.get("Status"),
+    return {"exists": True, "running": bool(state.get("Running")), "paused": bool(state.get("Paused")),
+            "status": state.get("Status"),
             "started_at": state.get("StartedAt"), "exit_code": state.get("ExitCode"),
             "restart_count": info.get("RestartCount", 0)}
 
@@ -958,10 +963,15 @@ def do_files_receive(req, config, stdin):
                         config)
 
 
+ONLY = ("engine",)
+
+
 def main(argv):
-    if len(argv) != 2:
-        sys.stderr.write("usage: dgxspark-transfer CONFIG.json (as the forced command of the transfer key)\n")
+    if len(argv) not in (2, 4) or (len(argv) == 4 and (argv[2] != "--only" or argv[3] not in ONLY)):
+        sys.stderr.write("usage: dgxspark-transfer CONFIG.json [--only engine] (as the forced command of a key: the "
+                         "transfer key, or with --only engine the watchdog's)\n")
         return 2
+    only = argv[3] if len(argv) == 4 else None
     stdin = sys.stdin.buffer
     req = {}
     try:
@@ -969,6 +979,8 @@ def main(argv):
             config = json.load(fh)
         config["_dir"] = os.path.dirname(os.path.abspath(argv[1]))
         req = validate_request(json.loads(read_line(stdin)))
+        if only is not None and req["op"] != only:
+            raise RequestError(f"this key may only ask {only} requests (the watchdog's), not {req['op']}")
         check_forward(req, config)
         if req["op"] == "files_inspect":
             emit(do_files_inspect(req, config))

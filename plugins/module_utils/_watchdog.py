@@ -15,8 +15,8 @@ cluster's serving image::
 Every ``interval`` seconds it looks at the cluster the head serves (the release record, ``release.json``, names the
 backend, the served model and the endpoint):
 
-* the head's engine container through the head's Docker socket (gone, exited, restarted by Docker since the last
-  look: the engine died);
+* the head's engine container (gone, exited, restarted by Docker since the last look: the engine died), read with
+  an ``engine`` request to the head's own transfer program over ssh, as the workers' are;
 * ``/metrics`` (``vllm:generation_tokens_total``, requests running and waiting), then a real completion with the API
   key of ``serve.env`` (never on a command line, in the environment or in a log), bounded by
   ``completion_timeout``, then ``/metrics`` again.
@@ -27,12 +27,17 @@ stopped, a rank that does not answer). A port that does not listen within ``load
 a load that will not finish; before that it is a load in progress, which is left alone.
 
 On a fault it recovers the whole cluster in order: the head's engine container stopped, every worker's engine
-container restarted (over the fabric with the fleet's transfer key, whose forced command accepts an ``engine``
-request for the collection's own engine containers only), the head's started again, each node's model weights
+container restarted, the head's started again, each node's model weights
 evicted from the page cache before its engine starts (unified memory: vllm_serve does the same before a deploy). Restarts are spaced by an
 exponential backoff (``backoff_base`` x 2^(n-1), at most ``backoff_max``) and capped (``max_restarts``); at the cap
 the cluster is marked failed and its engine containers are stopped on every node (freeing unified memory; health
 checks then fail) instead of looping. A failed cluster that answers again (someone deployed it) is healthy again.
+
+It has no Docker socket and no transfer key (security review H3). It reaches the engine containers through one
+narrow path, the head's included: an ``engine`` request (status, stop, start, restart of the collection's engine
+containers, by name and label) over ssh with a key of its own, which every member of the cluster authorizes from the
+head's fabric address with the forced command ``dgxspark-transfer relay.json --only engine`` (role
+dgxspark.vllm.node_trust).
 
 Every event (detected, action, result, duration) is a JSON line in ``events.jsonl`` (bounded: one rotated file
 kept) and the state, with the last events, is ``state.json``; both in ``state_dir``. While the maintenance marker
@@ -78,13 +83,13 @@ DEFAULTS: dict[str, t.Any] = {
     "key_file": "/etc/dgxspark/vllm/serve.env",
     "state_dir": "/var/lib/dgxspark/watchdog",
     "maintenance_file": "/var/lib/dgxspark/watchdog/maintenance",
-    "docker_socket": "/var/run/docker.sock",
     "models_dir": "/models",
     "events_max_bytes": 1048576,
     "last_events": 10,
     "containers": {"ray": {"head": "dgxspark-ray-head", "worker": "dgxspark-ray-worker"},
                    "mp": {"head": "dgxspark-vllm", "worker": "dgxspark-vllm"}},
     "workers": [],
+    "head": {},
     "ssh": {},
 }
 # Findings: no action, or a fault that calls for a recovery.
@@ -128,8 +133,12 @@ def load_config(data: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     if not isinstance(workers, list) or not all(isinstance(w, t.Mapping) and w.get("host") and w.get("ip")
                                                 for w in workers):
         raise ConfigError("workers must be a list of {host, ip} (their fabric addresses)")
-    if workers and not all(cfg["ssh"].get(k) for k in ("key", "known_hosts")):
-        raise ConfigError("ssh needs key and known_hosts when the cluster has workers")
+    head = cfg["head"]
+    if not isinstance(head, t.Mapping) or not head.get("host") or not head.get("ip"):
+        raise ConfigError("head must be {host, ip}: the head itself, at its fabric address (its engine container is "
+                          "reached as the workers' are)")
+    if not isinstance(cfg["ssh"], t.Mapping) or not all(cfg["ssh"].get(k) for k in ("key", "known_hosts")):
+        raise ConfigError("ssh needs key (the watchdog's own) and known_hosts")
     return cfg
 
 
@@ -340,55 +349,53 @@ def log(message: str) -> None:
     sys.stdout.flush()
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
+class Engines:
+    """The cluster's engine containers through the watchdog's one narrow path: an ``engine`` request over ssh with its
+    own key to a node's transfer program (forced command ``--only engine``), the head's own included."""
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self.path)
-        self.sock = sock
+    def __init__(self, cfg: t.Mapping[str, t.Any]) -> None:
+        self.cfg = cfg
 
-
-class Docker:
-    """The head's Docker engine over its socket (the Engine API, stdlib only)."""
-
-    def __init__(self, path: str, timeout: float = 120.0) -> None:
-        self.path, self.timeout = path, timeout
-
-    def call(self, method: str, url: str, timeout: float | None = None) -> tuple[int, t.Any]:
-        conn = _UnixConnection(self.path, timeout or self.timeout)
+    def request(self, node: t.Mapping[str, t.Any], action: str, names: list[str]) -> dict[str, t.Any]:
+        """{name: state} after ACTION on NODE's containers NAMES, or {"error": why}."""
+        ssh = self.cfg["ssh"]
+        argv = ssh_argv({"host": node["ip"], "port": int(ssh.get("port", 22))}, ssh["key"], ssh["known_hosts"],
+                        user=ssh.get("user", "root"), connect_timeout=int(ssh.get("connect_timeout", 10)))
+        request = json.dumps({"v": 2, "op": "engine", "action": action, "containers": names}) + "\n"
         try:
-            conn.request(method, url)
-            response = conn.getresponse()
-            body = response.read()
-        finally:
-            conn.close()
+            proc = subprocess.run(argv, input=request, capture_output=True, text=True, check=False,  # pylint: disable=ansible-bad-function
+                                  timeout=self.cfg["stop_timeout"] + 90)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return {"error": f"ssh to {node['host']}: {exc}"}
         try:
-            return response.status, json.loads(body) if body else None
-        except ValueError:
-            return response.status, body.decode(errors="replace")
+            answer = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return {"error": f"ssh to {node['host']} exited {proc.returncode}: {proc.stderr.strip()[-300:]}"}
+        if not answer.get("ok"):
+            return {"error": f"{node['host']}: {answer.get('error')}"}
+        return answer.get("containers", {})
 
     def state(self, name: str) -> dict[str, t.Any]:
-        status, info = self.call("GET", f"/containers/{name}/json")
-        if status == 404:
+        """The head's container NAME as the diagnosis reads it; OSError when the head cannot be asked."""
+        answer = self.request(self.cfg["head"], "status", [name])
+        if "error" in answer:
+            raise OSError(answer["error"])
+        found = answer.get(name) or {}
+        if not found.get("exists"):
             return {"exists": False}
-        if status != 200 or not isinstance(info, dict):
-            raise OSError(f"docker inspect {name}: HTTP {status}")
-        state = info.get("State") or {}
-        return {"exists": True, "running": bool(state.get("Running")) and not state.get("Paused"),
-                "status": state.get("Status"), "exit_code": state.get("ExitCode"),
-                "started_at": docker_time(state.get("StartedAt")), "restart_count": info.get("RestartCount", 0)}
+        return {"exists": True, "running": bool(found.get("running")) and not found.get("paused"),
+                "status": found.get("status"), "exit_code": found.get("exit_code"),
+                "started_at": docker_time(found.get("started_at")), "restart_count": found.get("restart_count", 0)}
 
-    def act(self, name: str, action: str, stop_timeout: int) -> str:
-        """stop or start NAME; '' on success, else the reason."""
-        url = f"/containers/{name}/{action}" + (f"?t={int(stop_timeout)}" if action == "stop" else "")
-        status, body = self.call("POST", url, timeout=stop_timeout + 60)
-        if status in (204, 304) or (status == 404 and action == "stop"):
-            return ""
-        return f"docker {action} {name}: HTTP {status} {body}"[:300]
+    def act(self, name: str, action: str) -> str:
+        """stop or start the head's container NAME; '' on success, else the reason."""
+        answer = self.request(self.cfg["head"], action, [name])
+        if "error" in answer:
+            return f"{action} {name} on {self.cfg['head']['host']}: {answer['error']}"[:300]
+        found = answer.get(name) or {}
+        if action == "start" and not found.get("running"):
+            return f"start {name} on {self.cfg['head']['host']}: it is {found.get('status') or 'gone'}"[:300]
+        return ""
 
 
 def http_call(host: str, port: int, method: str, path: str, timeout: float, body: bytes | None = None,
@@ -413,7 +420,7 @@ def _read(path: str) -> str | None:
 class Watchdog:
     def __init__(self, cfg: dict[str, t.Any]) -> None:
         self.cfg = cfg
-        self.docker = Docker(cfg["docker_socket"])
+        self.engines = Engines(cfg)
         self.state_path = os.path.join(cfg["state_dir"], "state.json")
         self.events_path = os.path.join(cfg["state_dir"], "events.jsonl")
         self.state = self._load_state()
@@ -484,7 +491,7 @@ class Watchdog:
         obs: dict[str, t.Any] = {"now": now, "release": bool(release.get("endpoint"))}
         if not obs["release"]:
             return obs
-        obs["container"] = self.docker.state(self.names(release)["head"])
+        obs["container"] = self.engines.state(self.names(release)["head"])
         where = endpoint(release)
         if not obs["container"].get("running") or where is None:
             return obs
@@ -528,33 +535,15 @@ class Watchdog:
         return obs
 
     # -- acting
-    def engine_request(self, worker: t.Mapping[str, t.Any], action: str, names: list[str]) -> dict[str, t.Any]:
-        ssh = self.cfg["ssh"]
-        argv = ssh_argv({"host": worker["ip"], "port": int(ssh.get("port", 22))}, ssh["key"], ssh["known_hosts"],
-                        user=ssh.get("user", "root"), connect_timeout=int(ssh.get("connect_timeout", 10)))
-        request = json.dumps({"v": 2, "op": "engine", "action": action, "containers": names}) + "\n"
-        try:
-            proc = subprocess.run(argv, input=request, capture_output=True, text=True, check=False,  # pylint: disable=ansible-bad-function
-                                  timeout=self.cfg["stop_timeout"] + 90)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return {"error": f"ssh to {worker['host']}: {exc}"}
-        try:
-            answer = json.loads(proc.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return {"error": f"ssh to {worker['host']} exited {proc.returncode}: {proc.stderr.strip()[-300:]}"}
-        if not answer.get("ok"):
-            return {"error": f"{worker['host']}: {answer.get('error')}"}
-        return answer.get("containers", {})
-
     def workers(self, release: t.Mapping[str, t.Any], action: str) -> dict[str, t.Any]:
         name = self.names(release)["worker"]
-        return {w["host"]: self.engine_request(w, action, [name]) for w in self.cfg["workers"]}
+        return {w["host"]: self.engines.request(w, action, [name]) for w in self.cfg["workers"]}
 
     def recover(self, release: t.Mapping[str, t.Any], give_up: bool) -> tuple[bool, str]:
         """The whole cluster in order: the head's engine stopped, the workers' restarted (or stopped), the head's
         started. (ok, what went wrong)."""
         head = self.names(release)["head"]
-        problems = [self.docker.act(head, "stop", self.cfg["stop_timeout"])]
+        problems = [self.engines.act(head, "stop")]
         for host, answer in self.workers(release, "stop" if give_up else "restart").items():
             if "error" in answer:
                 problems.append(answer["error"])
@@ -564,7 +553,7 @@ class Watchdog:
             if os.path.isdir(self.cfg["models_dir"]):
                 # The last load's weights in the page cache are unified memory the new engine cannot have.
                 evict([self.cfg["models_dir"]])
-            problems.append(self.docker.act(head, "start", self.cfg["stop_timeout"]))
+            problems.append(self.engines.act(head, "start"))
         problems = [p for p in problems if p]
         return not problems, "; ".join(problems)
 
@@ -599,10 +588,11 @@ class Watchdog:
             obs = self.observe()
             finding, detail = diagnose(obs, cfg, self.previous)
         except (OSError, http.client.HTTPException) as exc:
-            obs, finding, detail = {"now": time.time()}, "docker_unreachable", f"cannot read the head's Docker: {exc}"
+            obs, finding, detail = ({"now": time.time()}, "head_unreachable",
+                                    f"cannot read the head's engine container (an engine request over ssh): {exc}")
         self.previous = obs.get("container")
         now = time.time()
-        if finding == "docker_unreachable":
+        if finding == "head_unreachable":
             self.state.update(verdict=finding, detail=detail, last_check=now)
             self.save()
             return

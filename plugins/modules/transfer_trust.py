@@ -124,6 +124,13 @@ options:
         type: list
         elements: str
         required: true
+      only:
+        description:
+          - The one request kind this key may ask, appended to O(command) as C(--only ONLY). V(engine) is the
+            watchdog's key (status, stop, start, restart of the engine containers; no image, no model file, no relay).
+        type: str
+        choices: [engine]
+        version_added: 0.6.0
   command:
     description: The forced command of every sender's line (absolute paths and plain words). Required with O(senders).
     type: str
@@ -294,8 +301,10 @@ def build_lines(p: dict) -> None:
     """Turn known_hosts_entries and senders into the known_hosts text and the authorized lines."""
     if p["known_hosts_entries"] is not None:
         p["known_hosts"] = known_hosts_text(p["known_hosts_entries"], p["ssh_port"])
-    p["lines"] = [authorized_line(s["public_key"], s["from"], p["command"], f"{p['comment']}:{s['name']}",
-                                  what=f"the key of {s['name']}") for s in p["senders"]]
+    p["lines"] = [authorized_line(s["public_key"], s["from"],
+                                  p["command"] + (f" --only {s['only']}" if s.get("only") else ""),
+                                  f"{p['comment']}:{s['name']}", what=f"the key of {s['name']}")
+                  for s in p["senders"]]
     names = [s["name"] for s in p["senders"]]
     if len(set(names)) != len(names):
         raise TrustLineError(f"a sender is named twice in senders ({', '.join(names)})")
@@ -339,6 +348,7 @@ def main() -> None:
                 "name": {"type": "str", "required": True},
                 "public_key": {"type": "str", "required": True, "no_log": False},  # a public key
                 "from": {"type": "list", "elements": "str", "required": True},
+                "only": {"type": "str", "choices": ["engine"]},
             }},
             "command": {"type": "str"},
             "comment": {"type": "str", "default": "dgxspark-transfer"},

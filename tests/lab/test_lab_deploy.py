@@ -733,6 +733,31 @@ def test_a_watchdog_runs_on_the_head_and_its_settings_change_restarts_no_engine(
     host_config = json.loads(inspect)[0]["HostConfig"]
     assert host_config["CapDrop"] == ["ALL"] and not host_config["CapAdd"], host_config  # issue 15: least privilege
     assert host_config["SecurityOpt"] == ["no-new-privileges:true"] and not host_config["Privileged"]
+    # Security review H3: no Docker socket, no transfer key in the watchdog; its own key asks engine requests alone.
+    mounts = sorted(f"{m['Source']}:{m['Destination']}:{'rw' if m['RW'] else 'ro'}"
+                    for m in json.loads(inspect)[0]["Mounts"])
+    assert not [m for m in mounts if "docker.sock" in m or "/etc/dgxspark/transfer" in m], mounts
+    assert "/etc/dgxspark/watchdog-key:/etc/dgxspark/watchdog-key:ro" in mounts, mounts
+    assert "/usr:/usr:ro" in mounts and host_config["ReadonlyRootfs"], mounts
+    # Its image is the collection's own, FROM scratch: no file in it, so no serving-image code (it runs the head's
+    # python3 and ssh, mounted read-only).
+    image = json.loads(node_exec(node(1), "docker", "image", "inspect",
+                                 json.loads(inspect)[0]["Image"]).stdout)[0]
+    assert image["RepoTags"] == ["dgxspark/watchdog-root:1"] and not image["RootFS"].get("Layers"), image["RootFS"]
+    assert json.loads(inspect)[0]["Image"] != node_exec(node(1), "docker", "inspect", "-f", "{{.Image}}",
+                                                         HEAD).stdout.strip()
+    asks = {}
+    for what, request in (("engine", {"v": 2, "op": "engine", "action": "status", "containers": [WORKER]}),
+                          ("inspect", {"v": 2, "op": "inspect", "ref": "lab/vllm-qwen35:0.17"})):
+        proc = node_exec(node(1), "ssh", "-F", "none", "-i", "/etc/dgxspark/watchdog-key/id_ed25519", "-o",
+                         "UserKnownHostsFile=/etc/dgxspark/watchdog-key/known_hosts", "-o", "BatchMode=yes",
+                         "-o", "StrictHostKeyChecking=yes", f"root@{fabric_ip(2)}", check=False,
+                         input_text=json.dumps(request) + "\n")
+        asks[what] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert asks["engine"]["ok"] and asks["engine"]["containers"][WORKER]["running"], asks
+    assert not asks["inspect"]["ok"] and "may only ask engine requests" in asks["inspect"]["error"], asks
+    report(f"watchdog (H3): mounts {mounts}; with its own key, the worker answers an engine status and refuses an "
+           f"image inspect ({asks['inspect']['error']})")
     wait_for("the watchdog's first answered look", lambda: watchdog_state().get("verdict") == "ok", 30)
     status = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), STATUS], env=ansible_env())
     flat = " ".join(status.stdout.split())

@@ -97,3 +97,38 @@ def test_a_start_evicts_the_models_root_from_the_page_cache_first(R, tmp_path):
                          {"models_root": str(tmp_path)})
     assert answer["evicted"] == {"files": 1, "bytes": 4096}
     assert api.calls == [("stop", "dgxspark-vllm", 30), ("start", "dgxspark-vllm")]
+
+
+@pytest.mark.parametrize("req", [
+    {"v": 2, "op": "inspect", "ref": "lab/x:1"},
+    {"v": 2, "op": "files_inspect", "model": "m", "files": []},
+    {"v": 2, "op": "tag", "ref": "lab/x:1", "image_id": "sha256:" + "a" * 64, "nonce": "b" * 32},
+])
+def test_h3_the_watchdogs_key_asks_engine_requests_and_nothing_else(R, req, tmp_path, monkeypatch, capsys):
+    """Security review H3: the watchdog's own key runs the program with --only engine (its forced command)."""
+    import io
+    import json
+    config = tmp_path / "relay.json"
+    config.write_text(json.dumps({"key": "/k", "known_hosts": "/kh"}))
+    monkeypatch.setattr(R.sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(req) + "\n").encode())))
+    called = []
+    monkeypatch.setattr(R, "docker_client", lambda _config: called.append("docker") or FakeAPI({}))
+    assert R.main(["dgxspark-transfer", str(config), "--only", "engine"]) == 1
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert answer["ok"] is False and f"may only ask engine requests (the watchdog's), not {req['op']}" in answer["error"]
+    assert called == []
+
+
+def test_h3_with_only_engine_an_engine_request_is_served(R, tmp_path, monkeypatch, capsys):
+    import io
+    import json
+    config = tmp_path / "relay.json"
+    config.write_text(json.dumps({"key": "/k", "known_hosts": "/kh"}))
+    req = {"v": 2, "op": "engine", "action": "status", "containers": ["dgxspark-ray-head"]}
+    monkeypatch.setattr(R.sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(req) + "\n").encode())))
+    monkeypatch.setattr(R, "docker_client", lambda _config: FakeAPI({"dgxspark-ray-head": (ENGINE, True)}))
+    assert R.main(["dgxspark-transfer", str(config), "--only", "engine"]) == 0
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert answer["ok"] and answer["containers"]["dgxspark-ray-head"]["running"] is True
+    for argv in (["dgxspark-transfer", str(config), "--only", "tag"], ["dgxspark-transfer", str(config), "--only"]):
+        assert R.main(argv) == 2

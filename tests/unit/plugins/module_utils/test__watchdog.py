@@ -8,8 +8,11 @@ import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _watchdog as wd
 
+# The head itself and the watchdog's own key (security review H3: its one way to the engine containers).
+REACH = {"head": {"host": "spark-1", "ip": "10.0.0.1"},
+         "ssh": {"key": "/etc/dgxspark/watchdog-key/id_ed25519", "known_hosts": "/etc/dgxspark/watchdog-key/known_hosts"}}
 CFG = wd.load_config({"cluster": "pair1", "interval": 5, "completion_timeout": 5, "load_timeout": 100,
-                      "max_restarts": 2, "backoff_base": 10, "backoff_max": 25, "stable_seconds": 60})
+                      "max_restarts": 2, "backoff_base": 10, "backoff_max": 25, "stable_seconds": 60, **REACH})
 NOW = 1_000_000.0
 RUNNING = {"exists": True, "running": True, "status": "running", "exit_code": 0, "started_at": NOW - 500,
            "restart_count": 0}
@@ -184,7 +187,9 @@ def test_docker_times_endpoint_and_key():
     ({"cluster": "p", "interval": 0}, "interval must be positive (is 0.0)"),
     ({"cluster": "p", "max_restarts": -1}, "max_restarts must be a whole number >= 0 (is -1)"),
     ({"cluster": "p", "workers": [{"host": "w"}]}, "workers must be a list of {host, ip} (their fabric addresses)"),
-    ({"cluster": "p", "workers": [{"host": "w", "ip": "1.2.3.4"}]}, "ssh needs key and known_hosts when the cluster has workers"),
+    ({"cluster": "p", "workers": [{"host": "w", "ip": "1.2.3.4"}]}, "head must be {host, ip}"),
+    ({"cluster": "p", "head": {"host": "h"}}, "head must be {host, ip}"),
+    ({"cluster": "p", "head": {"host": "h", "ip": "10.0.0.1"}}, "ssh needs key (the watchdog's own) and known_hosts"),
     ({"cluster": "p", "containers": {"ray": {"head": "a b", "worker": "w"}}}, "containers must map ray and mp"),
 ])
 def test_bad_configurations_are_named(data, message):
@@ -223,8 +228,7 @@ class _Scripted(wd.Watchdog):
 
 def _cfg(tmp_path):
     return wd.load_config({"cluster": "pair1", "interval": 5, "max_restarts": 2, "state_dir": str(tmp_path),
-                           "maintenance_file": str(tmp_path / "maintenance"),
-                           "docker_socket": str(tmp_path / "docker.sock")})
+                           "maintenance_file": str(tmp_path / "maintenance"), **REACH})
 
 
 def test_a_recovery_holds_the_lock_beside_the_marker(tmp_path):
@@ -244,3 +248,29 @@ def test_a_marker_written_before_the_lock_was_taken_drops_the_recovery(tmp_path)
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert events[-1]["event"] == "skipped" and "maintenance marker" in events[-1]["detail"]
     assert json.loads((tmp_path / "state.json").read_text())["verdict"] == "maintenance"
+
+
+def test_h3_the_head_is_read_and_acted_on_through_an_engine_request_never_a_docker_socket(tmp_path):
+    """The watchdog holds no Docker socket: the head's engine container is asked over ssh like the workers'."""
+    asked = []
+
+    class Scripted(wd.Engines):
+        def request(self, node, action, names):
+            asked.append((node["host"], action, names))
+            if action == "status":
+                return {names[0]: {"exists": True, "running": True, "paused": True, "status": "paused",
+                                   "started_at": "2026-12-06T12:00:00.5Z", "exit_code": 0, "restart_count": 1}}
+            if action == "start":
+                return {names[0]: {"exists": True, "running": False, "status": "exited"}}
+            return {"error": "spark-1: refused"}
+
+    engines = Scripted(CFG)
+    state = engines.state("dgxspark-ray-head")
+    assert state["exists"] and not state["running"] and state["restart_count"] == 1
+    assert state["started_at"] == wd.docker_time("2026-12-06T12:00:00.5Z")
+    assert engines.act("dgxspark-ray-head", "start") == "start dgxspark-ray-head on spark-1: it is exited"
+    assert engines.act("dgxspark-ray-head", "stop") == "stop dgxspark-ray-head on spark-1: spark-1: refused"
+    assert asked[0] == ("spark-1", "status", ["dgxspark-ray-head"])
+    assert "docker_socket" not in CFG and not hasattr(wd, "Docker")
+    dog = wd.Watchdog(dict(CFG, state_dir=str(tmp_path), maintenance_file=str(tmp_path / "m")))
+    assert isinstance(dog.engines, wd.Engines)

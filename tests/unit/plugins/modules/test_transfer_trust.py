@@ -214,3 +214,15 @@ def test_bad_values_stop_before_any_file_is_written(tmp_path, capsys, extra, mes
     result = run(capsys, present_args(tmp_path, **extra))
     assert result["failed"] is True and message in result["msg"], result
     assert not (tmp_path / "etc").exists() and not (tmp_path / "home").exists()
+
+
+def test_h3_the_watchdogs_key_is_authorized_for_engine_requests_alone(tmp_path, capsys):
+    senders = [{"name": "spark-1", "public_key": KEY1, "from": ["10.0.0.1"]},
+               {"name": "watchdog@spark-1", "public_key": KEY2, "from": ["10.0.0.1"], "only": "engine"}]
+    assert run(capsys, present_args(tmp_path, senders=senders))["changed"] is True
+    lines = (tmp_path / "home" / ".ssh" / "authorized_keys").read_text().splitlines()
+    assert lines[0].startswith(f'restrict,from="10.0.0.1",command="{COMMAND}" ssh-ed25519 ')
+    assert lines[1].startswith(f'restrict,from="10.0.0.1",command="{COMMAND} --only engine" ssh-ed25519 ')
+    assert lines[1].endswith(f"{COMMENT}:watchdog@spark-1")
+    failed = run(capsys, present_args(tmp_path, senders=[dict(senders[1], only="tag")]))
+    assert failed["failed"] is True and "only" in failed["msg"]
