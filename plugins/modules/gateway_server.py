@@ -28,12 +28,12 @@ description:
     C(show servers state)), which the gateway's configuration reads at every start, so that a drain survives a reload
     of the configuration, a restart of the container and a reboot of the gateway host.
   - HAProxy applies a saved server's port and address over its configuration's (haproxy/haproxy#1412), so the saved
-    state gives each server the endpoint the configuration at O(config) gives it: a server that moved keeps its admin
+    state gives each server the endpoint the configuration at O(config) gives it; a server that moved keeps its admin
     state there and is marked down until the health checks pass at the new endpoint; a server the configuration does
-    not have is left out. Without O(server), the module only saves the state that way: the gateway role runs it once a
+    not have is left out. Without O(server), the module only saves the state that way; the gateway role runs it once a
     new configuration is in place, before HAProxy reloads it, so that a cluster whose head or door moved is reached at
     its new endpoint.
-  - A drain can be held (O(hold)): for that many seconds a V(ready) with O(respect_holds=true), which is what every run
+  - A drain can be held (O(hold)); for that many seconds a V(ready) with O(respect_holds=true), which is what every run
     of the C(dgxspark.vllm.gateway) role asks, leaves the cluster as it is. A rollout holds the cluster it switches, so a
     gateway run during the rollout does not send it traffic before its new release serves. The holds are kept in
     C(holds.json) beside the socket.
