@@ -744,8 +744,8 @@ def test_a_watchdog_runs_on_the_head_and_its_settings_change_restarts_no_engine(
     image = json.loads(node_exec(node(1), "docker", "image", "inspect",
                                  json.loads(inspect)[0]["Image"]).stdout)[0]
     assert image["RepoTags"] == ["dgxspark/watchdog-root:1"] and not image["RootFS"].get("Layers"), image["RootFS"]
-    assert json.loads(inspect)[0]["Image"] != node_exec(node(1), "docker", "inspect", "-f", "{{.Image}}",
-                                                         HEAD).stdout.strip()
+    serving = node_exec(node(1), "docker", "inspect", "-f", "{{.Image}}", HEAD).stdout.strip()
+    assert json.loads(inspect)[0]["Image"] != serving
     asks = {}
     for what, request in (("engine", {"v": 2, "op": "engine", "action": "status", "containers": [WORKER]}),
                           ("inspect", {"v": 2, "op": "inspect", "ref": "lab/vllm-qwen35:0.17"})):
