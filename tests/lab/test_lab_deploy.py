@@ -758,6 +758,11 @@ def test_a_watchdog_runs_on_the_head_and_its_settings_change_restarts_no_engine(
     assert not asks["inspect"]["ok"] and "may only ask engine requests" in asks["inspect"]["error"], asks
     report(f"watchdog (H3): mounts {mounts}; with its own key, the worker answers an engine status and refuses an "
            f"image inspect ({asks['inspect']['error']})")
+    # Security review L9: both forced commands' configurations name the engine containers as this deployment names
+    # them (the transfer key's, and the watchdog key's, which alone may ask engine requests).
+    for path in ("/etc/dgxspark/transfer/relay.json", "/etc/dgxspark/watchdog-key/relay.json"):
+        relay = json.loads(node_exec(node(2), "cat", path).stdout)
+        assert relay["engine_containers"] == [HEAD, WORKER, "dgxspark-vllm"], (path, relay)
     wait_for("the watchdog's first answered look", lambda: watchdog_state().get("verdict") == "ok", 30)
     status = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), STATUS], env=ansible_env())
     flat = " ".join(status.stdout.split())
