@@ -23,6 +23,8 @@ import os
 import stat
 import typing as t
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._files import write_atomically
+
 VERSION = 3
 PATH = "/var/lib/dgxspark/deploy/record.json"
 # Beside the record (its directory is never captured): the node's key of the record's digests.
@@ -141,16 +143,7 @@ def load_key(directory: str, create: bool) -> bytes | None:
     if not create:
         return None
     key = os.urandom(32)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(key)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomically(path, key, 0o600, 0, 0)
     return key
 
 

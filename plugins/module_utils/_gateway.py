@@ -18,15 +18,16 @@ import ipaddress
 import json
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._gateway_api import STATE_FILE
+
 NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 # Keys go into a pattern file (one a line) and the engine key into a quoted header value: no blank, quote,
 # backslash, comma or control character can get in.
 KEY_RE = re.compile(r"^[A-Za-z0-9._~+/=:@-]{8,512}$")
 SOCKET = "/var/lib/dgxspark/gateway/admin.sock"
-# Beside the socket: the servers' state HAProxy saves nothing of itself; dgxspark.vllm.gateway_server writes it (show
-# servers state) after every admin-state change and before every reload, and HAProxy reads it at every start, so that a
+# Beside the socket: the servers' state (_gateway_api.STATE_FILE), which dgxspark.vllm.gateway_server writes (show
+# servers state) after every admin-state change and before every reload, and HAProxy reads at every start, so that a
 # drained cluster stays drained through a reload, a restart or a reboot of the gateway.
-STATE_FILE = "server-state"
 # The OpenAI inference routes the gateway forwards (POST): every other path is answered 404 here, never forwarded
 # (vLLM's --api-key guards /v1 alone; /invocations, /tokenize, /pooling and the rest answer without it).
 PATHS = ("/v1/chat/completions", "/v1/completions")

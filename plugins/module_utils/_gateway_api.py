@@ -16,9 +16,10 @@ import json
 import os
 import re
 import socket
-import tempfile
 import time
 import typing as t
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils._files import write_atomically
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 STATES = ("ready", "drain", "maint")
@@ -222,21 +223,10 @@ def beside(socket_path: str, name: str) -> str:
 
 
 def write_file(path: str, text: str, like: str | None = None) -> None:
-    """TEXT into PATH whole (a temporary file renamed over it), mode 0600, owned as LIKE is (the socket: HAProxy's
-    user reads the state file)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        if like is not None:
-            info = os.stat(like)
-            os.chown(tmp, info.st_uid, info.st_gid)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """TEXT into PATH whole (_files.write_atomically), mode 0600, owned as LIKE is (the socket: HAProxy's user reads
+    the state file), else by root."""
+    info = os.stat(like) if like is not None else None
+    write_atomically(path, text.encode("utf-8"), 0o600, info.st_uid if info else 0, info.st_gid if info else 0)
 
 
 def check_state_dump(text: str) -> str:

@@ -27,8 +27,9 @@ stopped, a rank that does not answer). A port that does not listen within ``load
 a load that will not finish; before that it is a load in progress, which is left alone.
 
 On a fault it recovers the whole cluster in order: the head's engine container stopped, every worker's engine
-container restarted, the head's started again, each node's model weights
-evicted from the page cache before its engine starts (unified memory: vllm_serve does the same before a deploy). Restarts are spaced by an
+container restarted, the head's started again, each node's model weights evicted from the page cache before its
+engine starts by that node's transfer program (unified memory: vllm_serve does the same before a deploy). Restarts
+are spaced by an
 exponential backoff (``backoff_base`` x 2^(n-1), at most ``backoff_max``) and capped (``max_restarts``); at the cap
 the cluster is marked failed and its engine containers are stopped on every node (freeing unified memory; health
 checks then fail) instead of looping. A failed cluster that answers again (someone deployed it) is healthy again.
@@ -36,8 +37,8 @@ checks then fail) instead of looping. A failed cluster that answers again (someo
 It has no Docker socket and no transfer key (security review H3). It reaches the engine containers through one
 narrow path, the head's included: an ``engine`` request (status, stop, start, restart of the collection's engine
 containers, by name and label) over ssh with a key of its own, which every member of the cluster authorizes from the
-head's fabric address with the forced command ``dgxspark-transfer relay.json --only engine`` (role
-dgxspark.vllm.node_trust).
+head's address (the head itself at the loopback) with the forced command ``dgxspark-transfer relay.json --only
+engine`` (role dgxspark.vllm.watchdog, tasks/trust.yml).
 
 Every event (detected, action, result, duration) is a JSON line in ``events.jsonl`` (bounded: one rotated file
 kept) and the state, with the last events, is ``state.json``; both in ``state_dir``. While the maintenance marker
@@ -64,7 +65,6 @@ import typing as t
 from datetime import datetime
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import ssh_argv
-from ansible_collections.dgxspark.vllm.plugins.module_utils._unified_memory import evict
 
 VERSION = "1.0.0"
 PROG = "dgxspark-watchdog"
@@ -83,7 +83,6 @@ DEFAULTS: dict[str, t.Any] = {
     "key_file": "/etc/dgxspark/vllm/serve.env",
     "state_dir": "/var/lib/dgxspark/watchdog",
     "maintenance_file": "/var/lib/dgxspark/watchdog/maintenance",
-    "models_dir": "/models",
     "events_max_bytes": 1048576,
     "last_events": 10,
     "containers": {"ray": {"head": "dgxspark-ray-head", "worker": "dgxspark-ray-worker"},
@@ -135,8 +134,8 @@ def load_config(data: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
         raise ConfigError("workers must be a list of {host, ip} (their fabric addresses)")
     head = cfg["head"]
     if not isinstance(head, t.Mapping) or not head.get("host") or not head.get("ip"):
-        raise ConfigError("head must be {host, ip}: the head itself, at its fabric address (its engine container is "
-                          "reached as the workers' are)")
+        raise ConfigError("head must be {host, ip}: the head itself, at the address its own ssh server answers on "
+                          "(the role writes 127.0.0.1; its engine container is reached as the workers' are)")
     if not isinstance(cfg["ssh"], t.Mapping) or not all(cfg["ssh"].get(k) for k in ("key", "known_hosts")):
         raise ConfigError("ssh needs key (the watchdog's own) and known_hosts")
     return cfg
@@ -550,9 +549,8 @@ class Watchdog:
             elif not give_up and not all(s.get("running") for s in answer.values()):
                 problems.append(f"{host}: the worker's engine container did not start")
         if not give_up:
-            if os.path.isdir(self.cfg["models_dir"]):
-                # The last load's weights in the page cache are unified memory the new engine cannot have.
-                evict([self.cfg["models_dir"]])
+            # The head's transfer program evicts the last load's weights from the page cache before it starts the
+            # engine (unified memory the new engine cannot have), as the workers' do on their restart.
             problems.append(self.engines.act(head, "start"))
         problems = [p for p in problems if p]
         return not problems, "; ".join(problems)
