@@ -373,10 +373,10 @@ ENGINE_IMAGES = {
     # The gateway's router (roles/gateway): Debian 13's haproxy (3.0, the branch of the role's haproxy:3.0), laid out
     # as the official haproxy image.
     "haproxy-3.0": ("lab/haproxy:3.0", "haproxy-3.0", ()),
-    # Monitoring (roles/monitoring): Debian 13's prometheus (2.53, with promtool; the role's default is 3.5, which no
-    # Debian has) and prometheus-node-exporter (1.9, as the role's v1.9.1), laid out as the official prom/prometheus
-    # and prom/node-exporter images.
-    "prometheus-2.53": ("lab/prometheus:2.53", "prometheus-2.53", ()),
+    # Monitoring (roles/monitoring): Debian's prometheus and promtool 3.5 (from forky, the branch of the role's v3.5.0;
+    # Debian 13 has 2.53 only) and Debian 13's prometheus-node-exporter (1.9, as the role's v1.9.1), laid out as the
+    # official prom/prometheus and prom/node-exporter images.
+    "prometheus-3.5": ("lab/prometheus:3.5", "prometheus-3.5", ()),
     "node-exporter-1.9": ("lab/node-exporter:1.9", "node-exporter-1.9", ()),
     # The lab's registry (`registry start`, `up --registry`): Debian 12's docker-registry package. Built when the
     # registry starts, not by every `up`.
@@ -384,7 +384,7 @@ ENGINE_IMAGES = {
 }
 # The images above built on the Debian 13 base (TRIXIE_BASE_IMAGE) rather than Debian 12's: the packages nearer the
 # versions real hosts run.
-TRIXIE_BASED_IMAGES = frozenset({"haproxy-3.0", "prometheus-2.53", "node-exporter-1.9"})
+TRIXIE_BASED_IMAGES = frozenset({"haproxy-3.0", "prometheus-3.5", "node-exporter-1.9"})
 # Images built from a wheelhouse (name -> its hashed lock, made by tools/locks.py): the lock's wheels are
 # `pip download`ed once on this machine into the file cache, each checked against the lock's hashes, and the image's
 # own directory plus wheels/ is its build context (nothing else of lab/ is sent).
@@ -818,7 +818,7 @@ REGISTRY_SOURCES = ("lab/vllm-qwen35:0.17",)
 REGISTRY_VARIABLES = {
     "lab/vllm-qwen35:0.17": "dgxspark_image",
     GATEWAY_IMAGE: "gateway_image",
-    ENGINE_IMAGES["prometheus-2.53"][0]: "monitoring_prometheus_image",
+    ENGINE_IMAGES["prometheus-3.5"][0]: "monitoring_prometheus_image",
     ENGINE_IMAGES["node-exporter-1.9"][0]: "monitoring_node_exporter_image",
 }
 HOST_CERTS = Path("/etc/docker/certs.d")

@@ -519,8 +519,8 @@ def stall_alerts():
 @pytest.fixture(scope="module")
 def monitored(deployed, tmp_path_factory):
     assert deployed.returncode == 0, deployed.stdout[-3000:]
-    run([*LAB, "images", "prometheus-2.53", "node-exporter-1.9"])
-    run([*LAB, "load", "lab/prometheus:2.53", "lab/node-exporter:1.9"])
+    run([*LAB, "images", "prometheus-3.5", "node-exporter-1.9"])
+    run([*LAB, "load", "lab/prometheus:3.5", "lab/node-exporter:1.9"])
     extra = tmp_path_factory.mktemp("monitoring") / "monitoring.yml"
     extra.write_text(f"all:\n  children:\n    dgxspark_monitoring:\n      hosts:\n        {node(1)}: {{}}\n")
     argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), "-i", str(extra)]
@@ -542,7 +542,7 @@ def test_prometheus_scrapes_the_engine_and_both_node_exporters_and_a_second_run_
     found = wait_for("every target up in Prometheus", targets_up, 60, step=1)
     assert {t["labels"]["cluster"] for t in found.values()} == {"pair1"}
     # What ran, as Prometheus tells it: its own build, and the build of each node exporter it scraped.
-    tested_with("prometheus", "`lab/prometheus:2.53`", lambda: prometheus("/api/v1/status/buildinfo")["data"]["version"])
+    tested_with("prometheus", "`lab/prometheus:3.5`", lambda: prometheus("/api/v1/status/buildinfo")["data"]["version"])
 
     def exporters_version():  # the one version every node's exporter reported (else nothing is recorded)
         (version,) = {r["metric"]["version"] for r in

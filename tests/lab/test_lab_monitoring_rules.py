@@ -1,7 +1,7 @@
 """The monitoring role's rules and configuration as Prometheus itself reads them: `promtool test rules` (each alert
 with a firing and a non-firing case, tests/lab/monitoring/rules.test.yml) and `promtool check config` on rendered
-configurations, in the lab's Prometheus image (Debian 13's 2.53, built by `make test`'s lab-images step; Debian has no
-Prometheus 3, the official v3.5 image real Sparks run). A broken rule is refused."""
+configurations, in the lab's Prometheus image (Debian's 3.5 from forky, built by `make test`'s lab-images step: the
+branch of the official v3.5 image real Sparks run). A broken rule is refused."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from labkit import LAB, report, run, tested_with
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _monitoring as mon
 
-IMAGE = "lab/prometheus:2.53"
+IMAGE = "lab/prometheus:3.5"
 TESTS = Path(__file__).parent / "monitoring"
 
 
 @pytest.fixture(scope="module")
 def image():
-    run([*LAB, "images", "prometheus-2.53"])
+    run([*LAB, "images", "prometheus-3.5"])
     version = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "/bin/promtool", IMAGE,
                               "--version"], capture_output=True, text=True, check=False)
     found = re.search(r"version (\S+)", version.stdout + version.stderr)
