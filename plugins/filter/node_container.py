@@ -15,7 +15,7 @@ description:
     that no container misses what a Spark needs. The GPU through Docker's C(nvidia) device driver
     (C(device_requests), as C(--gpus all)); host network and IPC; shared memory; ulimits (C(memlock) unlimited,
     C(nofile), C(stack) 64 MiB); every capability dropped (C(cap_drop) V([ALL])), with RDMA the verbs devices and
-    C(IPC_LOCK) given back; named volumes for the compile caches
+    C(IPC_LOCK) given back; the fleet's log rotation; named volumes for the compile caches
     (C(/root/.cache/vllm), C(/root/.cache/flashinfer), C(/root/.triton)) that survive restarts; restart policy,
     stop timeout, labels, environment; the collection's launcher as the entrypoint.
   - Options left V(null) take the Spark default.
@@ -93,6 +93,11 @@ options:
     description: V(false) leaves the GPU out (only for tests of what happens without it).
     type: bool
     default: true
+  logs:
+    description: The fleet's log setting, C(dgxspark_container_logs) (see P(dgxspark.vllm.container_logs#filter));
+      V(null) is the default rotation (V(json-file), 5 files of 50 MB).
+    type: raw
+    version_added: 0.7.0
 """
 
 EXAMPLES = r"""
@@ -112,7 +117,7 @@ RETURN = r"""
 _value:
   description: The options of C(community.docker.docker_container) (name, image, entrypoint, command, env,
     volumes, devices, device_requests, network_mode, ipc_mode, shm_size, ulimits, capabilities, cap_drop, privileged,
-    restart_policy, stop_timeout, labels).
+    restart_policy, stop_timeout, log_driver, log_options, labels).
   type: dict
 """
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._container_logs import LogsError, container_logs
 from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh_trust import MIN_PREFIX
 
 # Plain absolute paths: what authorized_keys' command= and the roles' argv take without quoting.
@@ -86,6 +87,7 @@ OWN_FILE = "own_file"
 DATA_DIR = "data_dir"
 BIND_KIND = "bind"
 SOURCES_KIND = "sources"
+LOGS_KIND = "logs"
 
 VARIABLES = {
     "dgxspark_fabric_ip": IP,
@@ -137,6 +139,8 @@ VARIABLES = {
     "model_sync_models_dir": DATA_DIR,
     "vllm_serve_models_dir": DATA_DIR,
     "node_trust_models_root": DATA_DIR,
+    # How every long-running container keeps its logs (module_utils/_container_logs.py).
+    "dgxspark_container_logs": LOGS_KIND,
 }
 
 
@@ -378,9 +382,18 @@ def data_dir(value) -> str:
                      "/boot and /run and not a system directory itself, e.g. /srv/dgxspark/models")
 
 
+def logs(value) -> dict:
+    """VALUE as the containers' log setting (a driver and its options, bounded): module_utils/_container_logs.py."""
+    try:
+        return container_logs(value)
+    except LogsError as exc:
+        raise InputError(str(exc)) from None
+
+
 CHECKS = {IP: ip, SECRET_KIND: secret, HF_TOKEN_KIND: hf_token, NAME_KIND: name, IMAGE: image, MODEL: model, MODEL_OR_PATH: model_or_path,
           REVISION_KIND: revision, PULL_KIND: pull_policy,
-          OWN_DIR: own_dir, OWN_FILE: own_file, DATA_DIR: data_dir, BIND_KIND: bind, SOURCES_KIND: sources}
+          OWN_DIR: own_dir, OWN_FILE: own_file, DATA_DIR: data_dir, BIND_KIND: bind, SOURCES_KIND: sources,
+          LOGS_KIND: logs}
 
 
 def check_value(host: str, variable: str, value, kind: str | None = None) -> str | None:

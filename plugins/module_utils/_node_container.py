@@ -19,6 +19,8 @@ hand-written spec, had no RDMA devices while the fabric set ``NCCL_NET=IB``). Wh
   they run as root over root-owned files (the launcher, the 0600 token and env file, the caches), on ports above
   1023, and signal only their own processes;
 * ulimits: ``memlock`` unlimited, ``nofile`` 1048576, ``stack`` 64 MiB (eugr's non-privileged recipe);
+* the fleet's log rotation (``dgxspark_container_logs``, module_utils/_container_logs.py): a rank that serves for
+  weeks must not fill the node's disk with one log file;
 * named volumes for the compile caches (``/root/.cache/vllm``, ``/root/.cache/flashinfer``, ``/root/.triton``),
   so that a restart (rollout, reboot, rollback) does not redo torch.compile, FlashInfer JIT and Triton work.
 """
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import re
 import typing as t
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils._container_logs import LogsError, container_logs
 
 LAUNCHER = "/opt/dgxspark/bin/dgxspark-launch"
 ENTRYPOINT = ["python3", LAUNCHER]
@@ -117,10 +121,11 @@ def node_container(name: str, image: str, command: t.Sequence[str], *, component
                    ulimits: t.Sequence[str] | None = None, capabilities: t.Sequence[str] | None = None,
                    privileged: bool | None = None, restart_policy: str | None = None,
                    stop_timeout: int | None = None, cache_volumes: t.Mapping[str, str] | None = None,
-                   gpus: bool | None = None) -> dict[str, t.Any]:
+                   gpus: bool | None = None, logs: t.Any = None) -> dict[str, t.Any]:
     """The options of ``community.docker.docker_container`` for one engine container.
 
-    ``None`` means the Spark default. ``rdma`` None: derived from ``env`` (:func:`fabric_has_rdma`).
+    ``None`` means the Spark default. ``rdma`` None: derived from ``env`` (:func:`fabric_has_rdma`). ``logs``: the value
+    of ``dgxspark_container_logs``.
     Raises :class:`ContainerError`.
     """
     if not name or not image:
@@ -152,6 +157,10 @@ def node_container(name: str, image: str, command: t.Sequence[str], *, component
     if not devices_path.startswith("/dev/"):
         raise ContainerError(f"RDMA devices {devices_path!r} must be a path under /dev")
     caps = [str(c).upper() for c in (capabilities or [])]
+    try:
+        log_config = container_logs(logs)
+    except LogsError as exc:
+        raise ContainerError(f"dgxspark_container_logs {exc}") from None
     if with_rdma and "IPC_LOCK" not in caps:
         caps.append("IPC_LOCK")
     return {
@@ -172,6 +181,7 @@ def node_container(name: str, image: str, command: t.Sequence[str], *, component
         "privileged": bool(privileged),
         "restart_policy": policy,
         "stop_timeout": timeout,
+        **log_config,
         "labels": {
             "org.dgxspark.vllm.component": component,
             "org.dgxspark.vllm.role": role,

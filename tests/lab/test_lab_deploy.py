@@ -770,6 +770,27 @@ def test_a_watchdog_runs_on_the_head_and_its_settings_change_restarts_no_engine(
     assert "started detail=watching every 3s" in flat
 
 
+def test_l4_every_container_the_collection_started_rotates_its_logs(monitored, watched):
+    """Security review L4: at 13f6075 every container ran with Docker's json-file and no option, one log file growing
+    until the disk is full. Now each one the collection started (engine ranks, watchdog, Prometheus, node exporters)
+    has the fleet's rotation (dgxspark_container_logs unset: json-file, 5 files of 50 MB)."""
+    seen = {}
+    for i in (1, 2):
+        names = node_exec(node(i), "docker", "ps", "-a", "--filter", "label=org.dgxspark.vllm.component",
+                          "--format", "{{.Names}}").stdout.split()
+        for name in names:
+            config = json.loads(node_exec(node(i), "docker", "inspect", "-f", "{{json .HostConfig.LogConfig}}",
+                                          name).stdout)
+            component = node_exec(node(i), "docker", "inspect", "-f",
+                                  '{{index .Config.Labels "org.dgxspark.vllm.component"}}', name).stdout.strip()
+            seen[f"{node(i)}/{name}"] = (component, config)
+    report("L4: log settings of the collection's containers: "
+           + ", ".join(f"{where} ({c}) {cfg['Type']} {cfg['Config']}" for where, (c, cfg) in sorted(seen.items())))
+    assert {c for c, _ in seen.values()} >= {"ray", "watchdog", "prometheus", "node-exporter"}, seen
+    for where, (_, config) in seen.items():
+        assert config == {"Type": "json-file", "Config": {"max-file": "5", "max-size": "50m"}}, (where, config)
+
+
 def test_a_long_prefill_under_the_watchdog_is_busy_and_nothing_is_restarted(watched):
     """Security review M5: only generated tokens counted as progress, so a long prompt (a prefill decodes nothing for
     minutes) was a stall and the whole cluster was restarted, killing the request. The stand-in holds the engine for
