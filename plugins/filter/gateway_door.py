@@ -6,13 +6,16 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: gateway_door
-short_description: Render a head's door, the HAProxy relay from its LAN address to its engine for the gateways only
+short_description: Render a head's door, the HAProxy relay from its LAN address to its engine, keyed, for the gateways only
 version_added: 0.2.0
 author:
 - dgxspark.vllm maintainers
 description:
 - With gateways, the engine listens on the head's C(127.0.0.1) only; the door listens on the head's LAN address,
-  refuses every connection that does not come from a gateway's address, and relays the others to the engine.
+  refuses every connection that does not come from a gateway's (or monitoring host's) address, answers 401 to every
+  request without the engines' key, and relays only a POST to one of O(paths) or a GET of C(/v1/models),
+  C(/health) or C(/metrics) to the engine; every other route is answered 404 by the door (vLLM's own key guards
+  C(/v1) alone, so C(/tokenize) or C(/invocations) would answer without one).
 - The engine's address and port come from the cluster's release record (its endpoint; C(0.0.0.0) is reached on
   C(127.0.0.1)).
 positional: _input
@@ -38,17 +41,31 @@ options:
     description: Seconds either side may stay silent.
     type: int
     default: 600
+  engine_key:
+    description: The engines' API key, which the door asks every request for (the gateways send it).
+    type: str
+    required: true
+    version_added: 0.7.0
+  paths:
+    description: The inference routes relayed (POST), as the gateway's C(gateway_paths).
+    type: list
+    elements: str
+    default: [/v1/chat/completions, /v1/completions]
+    version_added: 0.7.0
 """
 
 EXAMPLES = r"""
 - name: Render the door
   ansible.builtin.set_fact:
-    gateway_door_rendered: "{{ release | dgxspark.vllm.gateway_door(bind='10.20.0.11', port=8100, allowed=['10.20.0.5']) }}"
+    gateway_door_rendered: >-
+      {{ release | dgxspark.vllm.gateway_door(bind='10.20.0.11', port=8100, allowed=['10.20.0.5'],
+                                              engine_key=vault_engine_key) }}
+  no_log: true  # the configuration holds the engines' key
 """
 
 RETURN = r"""
 _value:
-  description: C(config) (the text of haproxy.cfg), C(target) (the engine's address and port, C(address:port)) and
+  description: C(config) (the text of haproxy.cfg, which holds the engines' key), C(target) (the engine's address and port, C(address:port)) and
     C(engine_bind) (the address and port the engine bound) and C(engine_on_lan) (true when the engine bound an address
     other than the loopback, a wildcard among them).
   type: dict
@@ -59,11 +76,12 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 
-def gateway_door(release, bind=None, port=None, allowed=None, timeout=600):
+def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engine_key=None, paths=None):
     try:
         address, engine_port = _gateway.door_target(release)
-        config = _gateway.render_door(bind, port, allowed, target_address=address, target_port=engine_port,
-                                      timeout=timeout)
+        config = _gateway.render_door(bind, port, allowed, engine_key=engine_key, target_address=address,
+                                      target_port=engine_port, timeout=timeout,
+                                      paths=_gateway.PATHS if paths is None else paths)
     except (_gateway.GatewayError, ValueError, TypeError) as exc:
         raise AnsibleFilterError(f"gateway_door: {exc}") from exc
     # Exposure is judged on the address the engine bound, not on where the door reaches it: an engine on 0.0.0.0

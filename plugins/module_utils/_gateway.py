@@ -293,16 +293,29 @@ def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, m
     return "\n".join(lines) + "\n"
 
 
-def render_door(bind: str, port, allowed, target_address: str = "127.0.0.1", target_port=8000,
-                timeout=600, maxconn=512) -> str:
-    """A head's door: a TCP relay from BIND:PORT (the head's LAN address) to the engine on TARGET, refusing every
-    connection that does not come from one of ALLOWED (the gateways' LAN addresses)."""
+# What a door admits besides the inference paths: the engine's model list, its health and its metrics (Prometheus on the
+# monitoring hosts scrapes the engine through the door with the engines' key).
+DOOR_READS = ("/v1/models", "/health", "/metrics")
+
+
+def render_door(bind: str, port, allowed, engine_key: str = "", target_address: str = "127.0.0.1", target_port=8000,
+                timeout=600, maxconn=512, paths=PATHS) -> str:
+    """A head's door: an HTTP relay from BIND:PORT (the head's LAN address) to the engine on TARGET.
+
+    It closes every connection that does not come from one of ALLOWED (the gateways' and monitoring hosts' LAN
+    addresses), then asks every request for the engines' key (ENGINE_KEY, compared whole: 401 without it), and
+    relays only a POST to one of PATHS (gateway_paths) or a GET of DOOR_READS; every other route is answered 404 by
+    the door itself (security review M1, M7). vLLM's own ``--api-key`` guards ``/v1`` alone: ``/tokenize``,
+    ``/invocations`` (inference), ``/scale_elastic_ep`` and the rest answer without a key, so the door is what puts a
+    key on every route."""
     bind = check_address(bind, "the head's LAN address (the door's bind)")
     port = check_port(port, "gateway_door_port")
     target_address = check_address(target_address, "the engine's address")
     target_port = check_port(target_port, "the engine's port (vllm_serve_port)")
     timeout = check_int(timeout, "gateway_timeout", 10, 86400)
     maxconn = check_int(maxconn, "gateway_maxconn", 16, 100000)
+    engine_key = check_key(engine_key, "the engines' API key (gateway_engine_api_key), which the door asks for")
+    paths = check_paths(paths)
     if isinstance(allowed, str) or not allowed:
         raise GatewayError("the door admits no gateway: the group dgxspark_gateway_group names has no host with a "
                            "LAN address")
@@ -321,10 +334,11 @@ def render_door(bind: str, port, allowed, target_address: str = "127.0.0.1", tar
         f"    maxconn {maxconn}",
         "",
         "defaults",
-        "    mode tcp",
+        "    mode http",
         "    log global",
-        "    option tcplog",
+        "    option httplog",
         "    timeout connect 5s",
+        "    timeout http-request 60s",
         f"    timeout client {timeout}s",
         f"    timeout server {timeout}s",
         "",
@@ -332,6 +346,17 @@ def render_door(bind: str, port, allowed, target_address: str = "127.0.0.1", tar
         f"    bind {_addr(bind, port)}",
         f"    acl gateway src {' '.join(sources)}",
         "    tcp-request connection reject unless gateway",
+        # The engines' key on every route (compared whole, exactly), before anything is relayed.
+        f"    acl key_ok req.fhdr(authorization) -m str \"Bearer {engine_key}\"",
+        "    http-request return status 401 content-type application/json string '"
+        + _json_error(401, "Unauthorized", "this door asks for the engines key (Authorization: Bearer <key>)")
+        + "' hdr WWW-Authenticate Bearer unless key_ok",
+        f"    acl inference path -m str {' '.join(paths)}",
+        f"    acl reads path -m str {' '.join(DOOR_READS)}",
+        "    http-request return status 404 content-type application/json string '"
+        + _json_error(404, "NotFoundError", f"this door relays GET {', '.join(DOOR_READS)} and POST "
+                                            f"{', '.join(paths)}")
+        + "' unless inference METH_POST || reads METH_GET",
         "    default_backend engine",
         "",
         "backend engine",

@@ -343,6 +343,15 @@ def total_bytes(files: dict[str, dict], paths: t.Iterable[str] | None = None) ->
 # token itself (refused: ps, -vvv and docker inspect show an environment).
 CONTAINER_TOKEN_PATH = "/run/dgxspark/hf_token"
 SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# With a token, the download runs under this script, which removes the token file on the node when the CLI ends,
+# whatever its result, even if the controller that started it is gone (security review L5: the play's own removal, in
+# an always section, never runs when the controller is killed or cut off during an hour's download). Its arguments
+# are the token file, then the CLI's argv: nothing of the inventory is ever part of the script.
+REMOVE_TOKEN_AFTER = 'token=$1; shift; "$@"; rc=$?; rm -f -- "$token"; exit "$rc"'
+
+
+def _removing_token(token_file: str, argv: list[str]) -> list[str]:
+    return ["/bin/sh", "-c", REMOVE_TOKEN_AFTER, "dgxspark-hf-download", token_file, *argv]
 
 
 def download_command(model: str, local_dir: str, *, where: str = "host", cli: str = "hf", image: str = "",
@@ -357,7 +366,8 @@ def download_command(model: str, local_dir: str, *, where: str = "host", cli: st
     it, and the CLI reads it through ``HF_TOKEN_PATH`` (huggingface_hub's ``constants.HF_TOKEN_PATH``, honoured by
     every release that has ``hf``). Ansible puts a task's ``environment:`` on the remote command line (``ps``,
     ``-vvv``) and ``docker run -e NAME`` copies the value into ``docker inspect``'s Config.Env; a path in either
-    is harmless. In a container the file is mounted read-only at :data:`CONTAINER_TOKEN_PATH`.
+    is harmless. In a container the file is mounted read-only at :data:`CONTAINER_TOKEN_PATH`. With a token, the
+    argv is :data:`REMOVE_TOKEN_AFTER`'s, which runs the download and then removes TOKEN_FILE on the node.
     """
     if where not in ("host", "container"):
         raise ValueError(f"where must be host or container, not {where!r}")
@@ -389,7 +399,7 @@ def download_command(model: str, local_dir: str, *, where: str = "host", cli: st
     for pattern in exclude or []:
         args += ["--exclude", pattern]
     if where == "host":
-        return {"argv": args, "environment": env}
+        return {"argv": _removing_token(token_file, args) if token_file else args, "environment": env}
     # No capability is needed to fetch files over HTTPS and write them into a root-owned directory.
     argv = [docker, "run", "--rm", "--network", "host", "--cap-drop", "ALL", "--entrypoint", cli]
     for name in sorted(env):
@@ -398,7 +408,7 @@ def download_command(model: str, local_dir: str, *, where: str = "host", cli: st
     if token_file:
         argv += ["-v", f"{token_file}:{CONTAINER_TOKEN_PATH}:ro"]
     argv += [image] + args[1:]
-    return {"argv": argv, "environment": env}
+    return {"argv": _removing_token(token_file, argv) if token_file else argv, "environment": env}
 
 
 # --------------------------------------------------------------------------- accounting

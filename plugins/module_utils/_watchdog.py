@@ -78,6 +78,8 @@ DEFAULTS: dict[str, t.Any] = {
     "backoff_base": 60.0,
     "backoff_max": 1800.0,
     "stable_seconds": 3600.0,
+    # While a member cannot be reached over ssh, a restart cannot form the cluster: no restart is spent for this long.
+    "member_wait": 900.0,
     "stop_timeout": 30,
     "release_file": "/etc/dgxspark/vllm/release.json",
     "key_file": "/etc/dgxspark/vllm/serve.env",
@@ -112,7 +114,8 @@ def load_config(data: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     cfg.update(data)
     if not isinstance(cfg.get("cluster"), str) or not cfg["cluster"]:
         raise ConfigError("cluster must name the cluster")
-    for key in ("interval", "completion_timeout", "load_timeout", "backoff_base", "backoff_max", "stable_seconds"):
+    for key in ("interval", "completion_timeout", "load_timeout", "backoff_base", "backoff_max", "stable_seconds",
+                "member_wait"):
         try:
             cfg[key] = float(cfg[key])
         except (TypeError, ValueError):
@@ -252,10 +255,48 @@ def backoff(attempts: int, cfg: t.Mapping[str, t.Any]) -> float:
     return float(min(cfg["backoff_base"] * (2 ** (attempts - 1)), cfg["backoff_max"]))
 
 
+def hold_for_members(state: dict[str, t.Any], unreachable: t.Mapping[str, str], cfg: t.Mapping[str, t.Any],
+                     now: float) -> tuple[bool, list[dict[str, t.Any]]]:
+    """Whether a restart DECIDE chose waits because members cannot be reached (UNREACHABLE: host -> why), and the
+    events to record (review M5).
+
+    A restart while a member is unreachable cannot form the cluster: it would spend the restart budget and end at the
+    cap, with every engine stopped, for a node that was merely rebooting or off the fabric for a while. So no restart
+    is spent for up to ``member_wait`` seconds from the first look that found a member unreachable (event
+    ``members_unreachable``, the hosts and why); the wait ends when every member answers (``members_back``), or at
+    ``member_wait`` (``member_wait_over``: the restarts go on, and the cap still bounds them).
+    """
+    events: list[dict[str, t.Any]] = []
+    if not unreachable:
+        if state.get("unreachable_since") is not None:
+            events.append({"event": "members_back", "detail": "every member answers again",
+                           "waited": round(now - state["unreachable_since"], 1)})
+        state.update(unreachable_since=None, unreachable_wait_over=False)
+        return False, events
+    hosts = ", ".join(f"{host} ({why})" for host, why in sorted(unreachable.items()))
+    if state.get("unreachable_since") is None:
+        state["unreachable_since"] = now
+        events.append({"event": "members_unreachable", "hosts": sorted(unreachable), "detail": (
+            f"cannot reach {hosts}: no restart is spent on a cluster that cannot form; waiting up to "
+            f"{cfg['member_wait']:.0f}s for it"), "restarts": state.get("attempts", 0)})
+    waited = now - state["unreachable_since"]
+    if waited < cfg["member_wait"]:
+        state["verdict"] = "waiting_for_members"
+        state["detail"] = (f"{state.get('detail', '')} - waiting {waited:.0f}s of {cfg['member_wait']:.0f}s for "
+                           f"{', '.join(sorted(unreachable))} (unreachable): no restart spent").lstrip(" -")
+        return True, events
+    if not state.get("unreachable_wait_over"):
+        state["unreachable_wait_over"] = True
+        events.append({"event": "member_wait_over", "hosts": sorted(unreachable), "detail": (
+            f"{hosts} still unreachable after {waited:.0f}s: restarting anyway (at most "
+            f"{cfg['max_restarts']} restart(s))")})
+    return False, events
+
+
 def new_state(cluster: str) -> dict[str, t.Any]:
     return {"cluster": cluster, "verdict": "starting", "detail": "", "attempts": 0, "stalls": 0, "failed": False,
             "failed_at": None, "last_restart_at": None, "incident": None, "healthy_since": None, "last_ok": None,
-            "last_check": None, "next_restart_at": None}
+            "last_check": None, "next_restart_at": None, "unreachable_since": None, "unreachable_wait_over": False}
 
 
 def decide(state: dict[str, t.Any], finding: str, detail: str, cfg: t.Mapping[str, t.Any], now: float,
@@ -293,7 +334,7 @@ def decide(state: dict[str, t.Any], finding: str, detail: str, cfg: t.Mapping[st
             events.append({"event": "stable", "detail": f"served for {cfg['stable_seconds']:.0f}s: restarts forgotten",
                            "restarts": state["attempts"]})
             state["attempts"] = 0
-        state["next_restart_at"] = None
+        state.update(next_restart_at=None, unreachable_since=None, unreachable_wait_over=False)
         return "none", events
     if finding in QUIET:
         if finding == "idle":
@@ -365,11 +406,13 @@ class Engines:
             proc = subprocess.run(argv, input=request, capture_output=True, text=True, check=False,  # pylint: disable=ansible-bad-function
                                   timeout=self.cfg["stop_timeout"] + 90)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return {"error": f"ssh to {node['host']}: {exc}"}
+            return {"error": f"ssh to {node['host']}: {exc}", "unreachable": True}
         try:
             answer = json.loads(proc.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
-            return {"error": f"ssh to {node['host']} exited {proc.returncode}: {proc.stderr.strip()[-300:]}"}
+            # ssh's own failures (no route, refused, timed out, the host key) exit 255 with nothing on stdout.
+            return {"error": f"ssh to {node['host']} exited {proc.returncode}: {proc.stderr.strip()[-300:]}",
+                    "unreachable": proc.returncode == 255}
         if not answer.get("ok"):
             return {"error": f"{node['host']}: {answer.get('error')}"}
         return answer.get("containers", {})
@@ -604,6 +647,15 @@ class Watchdog:
             self.state["waiting_logged"] = self.state.get("next_restart_at")
             self.record({"event": "backoff", "kind": finding, "detail": detail,
                          "wait": round(self.state["next_restart_at"] - now, 1), "restarts": self.state["attempts"]})
+        if action == "restart" and self.cfg["workers"]:
+            release = self.release()
+            unreachable = {host: answer["error"] for host, answer in self.workers(release, "status").items()
+                           if answer.get("unreachable")}
+            hold, held = hold_for_members(self.state, unreachable, cfg, time.time())
+            for event in held:
+                self.record(event)
+            if hold:
+                action = "none"
         if action in ("restart", "give_up") and self.stop:
             self.record({"event": "skipped", "action": action, "kind": finding,
                          "detail": "the watchdog is stopping (docker stop, teardown): no new action"})

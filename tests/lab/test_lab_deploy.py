@@ -871,15 +871,17 @@ def test_both_nodes_restarted_head_last_serve_again_without_ansible(watched):
 
 
 @pytest.mark.slow  # the watchdog's restart: test_a_stalled_engine_is_detected... in make test; the cap: make lab-test
-def test_a_cluster_that_can_never_start_stops_at_the_cap(watched):
+def test_a_cluster_that_can_never_start_stops_at_the_cap_stays_failed_through_a_reboot_and_a_deploy_serves_it(watched):
     wait_for("a healthy cluster", completion, 120)
     # Answers for watchdog_stable_seconds forget the restarts of the tests before: the cap is counted from 0.
     wait_for("the restarts forgotten", lambda: watchdog_state().get("attempts") == 0, 60)
     since = time.time()
     # The engine now fails at import on every start (the writable layer of the head's container survives restarts).
+    module = node_exec(node(1), "docker", "exec", HEAD, "python3", "-c",
+                       "import vllm.entrypoints.openai.api_server as m; print(m.__file__)").stdout.strip()
+    original = node_exec(node(1), "docker", "exec", HEAD, "cat", module).stdout
     node_exec(node(1), "docker", "exec", HEAD, "sh", "-c",
-              "f=$(python3 -c 'import vllm.entrypoints.openai.api_server as m; print(m.__file__)') && "
-              "printf 'raise ImportError(\"libcudart.so.13: cannot open shared object file\")\\n' > \"$f\" && "
+              f"printf 'raise ImportError(\"libcudart.so.13: cannot open shared object file\")\\n' > {module} && "
               "pkill -f 'bin/vllm[ ]serve'")
     failed = wait_for("the watchdog giving up", lambda: first("failed", since), 600, step=1)
     actions = [e for e in events(since) if e["event"] == "action"]
@@ -895,3 +897,25 @@ def test_a_cluster_that_can_never_start_stops_at_the_cap(watched):
     assert state(1, HEAD).startswith("exited")
     status = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), STATUS], env=ansible_env())
     assert "watchdog: FAILED" in " ".join(status.stdout.split())
+    # Review M5: a failed cluster stays failed through a reboot of both nodes, until an operator acts. The operator's
+    # fix (the module put back, in the stopped container) is made before the reboot: nothing starts it but a deploy.
+    node_exec(node(1), "sh", "-c", "cat > /tmp/api_server.py", input_text=original)
+    node_exec(node(1), "docker", "cp", "/tmp/api_server.py", f"{HEAD}:{module}")
+    run(["docker", "stop", "-t", "60", node(1), node(2)])
+    run(["docker", "start", node(2), node(1)])
+    rebooted = time.time()
+    wait_for("the watchdog back after the reboot", lambda: state(1, "dgxspark-watchdog").startswith("running")
+             and (watchdog_state().get("last_check") or 0) > rebooted, 180)
+    time.sleep(3 * INTERVAL)
+    assert watchdog_state()["failed"] and watchdog_state()["verdict"] == "failed", watchdog_state()
+    assert state(1, HEAD).startswith("exited") and state(2, WORKER).startswith("exited")
+    assert health() is None and [e for e in events(rebooted) if e["event"] in ("action", "failed")] == []
+    status = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), STATUS], env=ansible_env())
+    assert "watchdog: FAILED" in " ".join(status.stdout.split())
+    report(f"watchdog: after the give-up both nodes rebooted; {3 * INTERVAL:.0f}s later the cluster is still failed "
+           "(engines exited, status FAILED, no restart)")
+    # A deploy brings it back (the deploy record sees the engines stopped), and the watchdog sees it serve again.
+    again = deploy(*WATCH)
+    assert again.returncode == 0, again.stdout[-4000:]
+    wait_for("the watchdog seeing the cluster serve again", lambda: first("serving_again", rebooted), 120, step=1)
+    assert not watchdog_state()["failed"] and completion()

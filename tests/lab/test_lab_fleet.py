@@ -88,6 +88,22 @@ def completion(pair, timeout=10.0):
     return proc.returncode == 0
 
 
+# The status a pair's door answers a POST to PATH with, asked from the gateway box with the key on stdin (none if empty).
+DOOR_STATUS_PY = ("import sys, urllib.error, urllib.request\n"
+                  "key = sys.stdin.read().strip()\n"
+                  "headers = {'Content-Type': 'application/json', **({'Authorization': 'Bearer ' + key} if key else {})}\n"
+                  "req = urllib.request.Request(sys.argv[1], data=b'{}', headers=headers)\n"
+                  "try:\n"
+                  "    print(urllib.request.urlopen(req, timeout=10).status)\n"
+                  "except urllib.error.HTTPError as err:\n"
+                  "    print(err.code)\n")
+
+
+def door_status(pair, path, key):
+    url = f"http://{mgmt_ip(HEADS[pair])}:{DOOR_PORT}{path}"
+    return run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_STATUS_PY, url], input_text=key).stdout.strip()
+
+
 def gateway_server(**args):
     """dgxspark.vllm.gateway_server on the gateway box, as a rollout runs it: its result."""
     proc = run([str(BIN / "ansible"), GATEWAY, "-i", str(INVENTORY), "--become", "-m",
@@ -331,6 +347,11 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
         print(f"{pair}: the door {mgmt_ip(head)}:{DOOR_PORT} drops the controller ({type(err.value).__name__}), "
               "and answers the gateway box")
         assert completion(pair)
+        # Security review M1: the door asks the gateway box too for the engines' key, and relays no other route.
+        asked = {"no key": door_status(pair, "/v1/completions", ""), "/tokenize": door_status(pair, "/tokenize", KEY),
+                 "/invocations": door_status(pair, "/invocations", KEY)}
+        print(f"{pair}: its door, asked from the gateway box: {asked}")
+        assert asked == {"no key": "401", "/tokenize": "404", "/invocations": "404"}, asked
     # Security review L1: the configuration and client keys belong to a group only the gateway's container has.
     assert node_exec(GATEWAY, "stat", "-c", "%a %U %g", "/etc/dgxspark/gateway/keys").stdout.split() == [
         "640", "root", "64641"]

@@ -67,7 +67,8 @@ def test_haproxy_accepts_the_rendered_gateway(image, tmp_path, case):
 
 
 def test_haproxy_accepts_the_rendered_door(image, tmp_path):
-    proc = haproxy_check(tmp_path, gw.render_door("10.0.0.11", 8100, ["10.0.0.5", "fd00::5"], target_port=8000))
+    proc = haproxy_check(tmp_path, gw.render_door("10.0.0.11", 8100, ["10.0.0.5", "fd00::5"], "engine-key-0123456789",
+                                                   target_port=8000))
     print(f"haproxy -c ({image}), door: rc {proc.returncode}, {(proc.stdout + proc.stderr).strip()}")
     assert proc.returncode == 0, proc.stderr
 
@@ -212,3 +213,94 @@ def test_l8_a_drain_survives_a_reload_of_haproxy_3_0(live_gateway):
     assert admin == {"pair1": {"drain"}, "pair2": {"ready"}}
     conn = http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10)
     assert {post(conn, "/v1/completions")[1]["cluster"] for _i in range(6)} == {"pair2"}
+
+
+class Engine(http.server.BaseHTTPRequestHandler):
+    """An engine behind a door: answers every route 200 and records the method, path and bearer token it was asked
+    (vLLM answers /tokenize, /invocations and its other non-/v1 routes with no key at all)."""
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.asked.append((self.command, self.path, self.headers.get("Authorization", "")))
+        body = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer  # noqa: N815 (http.server's names)
+
+    def log_message(self, *_args):
+        pass
+
+
+ENGINE_KEY = "engine-key-0123456789"
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # HAProxy closes its idle connections to the engine: a reset, not a failure
+
+
+def test_m1_a_request_to_a_door_without_the_engines_key_is_refused(image, tmp_path):
+    """Security review M1: the door was a TCP relay whose only barrier was the source address, so an admitted host (a
+    monitoring box) reached every route of the engine, /tokenize and /invocations among them, with no key. The door
+    rendered today, in the lab's HAProxy 3.0, asks every request for the engines' key and relays the inference
+    routes, the model list, health and metrics alone."""
+    engine = QuietServer(("127.0.0.1", 0), Engine)
+    engine.asked = []
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config_dir = tmp_path / "etc"
+    config_dir.mkdir(mode=0o755)
+    (config_dir / "haproxy.cfg").write_text(gw.render_door("127.0.0.1", port, ["127.0.0.1"], ENGINE_KEY,
+                                                           target_port=engine.server_address[1]))
+    (config_dir / "haproxy.cfg").chmod(0o644)
+    name = f"dgxspark-test-door-{os.getpid()}-{port}"
+    subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host", "--user", "99:99", "--read-only",
+                    "--cap-drop", "ALL", "-v", f"{config_dir}:/usr/local/etc/haproxy:ro", "--entrypoint", "haproxy",
+                    image, "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"], check=True, capture_output=True)
+    try:
+        def ask(method, path, key=ENGINE_KEY):
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                    headers = {"Content-Type": "application/json"}
+                    if key is not None:
+                        headers["Authorization"] = f"Bearer {key}"
+                    conn.request(method, path, body=b'{"model": "m", "prompt": "x"}' if method == "POST" else None,
+                                 headers=headers)
+                    resp = conn.getresponse()
+                    return resp.status, resp.read()
+                except (ConnectionRefusedError, http.client.RemoteDisconnected):
+                    assert time.monotonic() < deadline, "the door did not listen"
+                    time.sleep(0.2)
+
+        refused = {(method, path, label): ask(method, path, key)[0]
+                   for method, path in (("POST", "/v1/completions"), ("POST", "/tokenize"), ("POST", "/invocations"),
+                                        ("GET", "/metrics"), ("GET", "/version"))
+                   for label, key in (("no key", None), ("another key", "client-key-0123456789"),
+                                      ("a prefix of the key", ENGINE_KEY[:-1]), ("the key and more", ENGINE_KEY + "0"))}
+        assert set(refused.values()) == {401}, refused
+        routes = {(method, path): ask(method, path)[0]
+                  for method, path in (("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/invocations"),
+                                       ("POST", "/scale_elastic_ep"), ("GET", "/version"), ("GET", "/load"),
+                                       ("POST", "/v1/embeddings"), ("GET", "/v1/completions"), ("POST", "/metrics"),
+                                       ("POST", "/v1/completions"), ("POST", "/v1/chat/completions"),
+                                       ("GET", "/v1/models"), ("GET", "/health"), ("GET", "/metrics"))}
+        print(f"HAProxy 3.0, M1: {len(refused)} requests without the engines' key answered 401; with it: {routes}; "
+              f"the engine was asked {[(m, p) for m, p, _ in engine.asked]}")
+        relayed = {("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models"),
+                   ("GET", "/health"), ("GET", "/metrics")}
+        assert {route for route, status in routes.items() if status == 200} == relayed, routes
+        assert {status for route, status in routes.items() if route not in relayed} == {404}, routes
+        assert {(m, p) for m, p, _ in engine.asked} == relayed
+        assert {token for _m, _p, token in engine.asked} == {f"Bearer {ENGINE_KEY}"}
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        engine.shutdown()

@@ -211,6 +211,29 @@ def test_health_models_and_error_answers_match_real_vllm(deployed, standin):
         assert answer[1]["error"]["message"].startswith("The model `nope` does not exist."), answer
 
 
+# What a client without the key may ask an engine: vLLM's --api-key guards /v1 alone (security review M1).
+KEYLESS_ROUTES = (("/health", None), ("/version", None), ("/metrics", None), ("/load", None), ("/ping", None),
+                  ("/tokenize", {"model": "tiny", "prompt": "hello there"}),
+                  ("/detokenize", {"model": "tiny", "tokens": [1, 2]}),
+                  ("/invocations", {"model": "tiny", "prompt": "hello", "max_tokens": 1}),
+                  ("/invocations", {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}),
+                  ("/v1/models", None), ("/v1/completions", {"model": "tiny", "prompt": "hello", "max_tokens": 1}))
+
+
+def test_m1_the_standin_serves_the_routes_real_vllm_serves_without_a_key(deployed, standin):
+    """Security review M1: the stand-in answered 404 on /tokenize and /invocations, which real vLLM serves without a
+    key, so the lab hid an open inference route. Each route below is asked of both without the key: the same ones
+    answer (200) and the same ones ask for it (401)."""
+    real = {(path, bool(body and "messages" in body)): api(path, key=None, body=body)[0] for path, body in KEYLESS_ROUTES}
+    fake = {(path, bool(body and "messages" in body)): standin_api(standin[0], path, key=None, body=body)[0]
+            for path, body in KEYLESS_ROUTES}
+    report(f"M1: routes asked without the key, real vLLM {real}, the stand-in {fake}")
+    assert real == fake, (real, fake)
+    assert {route for route, status in real.items() if status == 401} == {("/v1/models", False),
+                                                                           ("/v1/completions", False)}
+    assert real[("/invocations", False)] == real[("/invocations", True)] == 200  # inference, with no key
+
+
 PREFIXED = re.compile(r"(?m)^\((?:APIServer|EngineCore\w*|Worker\w*|MainProcess|VllmWorker\S*) pid=\d+\) "
                       r"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] ")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

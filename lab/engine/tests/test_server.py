@@ -56,6 +56,16 @@ def test_api_key_guards_v1_only(pair):
         assert code == 401
     assert http("GET", base + "/health")[0] == 200
     assert json.loads(http("GET", base + "/version")[1]) == {"version": "0.17.1"}
+    # As in vLLM, the routes outside /v1 answer without a key, inference among them (/invocations): security review
+    # M1's open routes, which only the collection's door closes.
+    code, raw = http("POST", base + "/tokenize", {"model": "qwen", "prompt": "Say hello"})
+    assert code == 200 and json.loads(raw)["count"] == 2
+    code, raw = http("POST", base + "/detokenize", {"model": "qwen", "tokens": [1, 2]})
+    assert code == 200 and "prompt" in json.loads(raw)
+    code, raw = http("POST", base + "/invocations", {"model": "qwen", "prompt": "Say hello", "max_tokens": 2})
+    assert code == 200 and json.loads(raw)["object"] == "text_completion"
+    code, raw = http("POST", base + "/invocations", dict(CHAT, max_tokens=2))
+    assert code == 200 and json.loads(raw)["object"] == "chat.completion"
     code, raw = http("GET", base + "/v1/models", headers=AUTH)
     data = json.loads(raw)["data"]
     assert code == 200 and [m["id"] for m in data] == ["qwen"] and data[0]["max_model_len"] == 262144

@@ -21,5 +21,6 @@ def release(host):
     ("::", "127.0.0.1:8000", True),
 ])
 def test_m3_exposure_is_judged_on_the_address_the_engine_bound(host, target, on_lan):
-    door = gateway_door(release(host), bind="192.168.1.20", port=8100, allowed=["192.168.1.5"])
+    door = gateway_door(release(host), bind="192.168.1.20", port=8100, allowed=["192.168.1.5"],
+                        engine_key="engine-key-0123456789")
     assert door["target"] == target and door["engine_on_lan"] is on_lan and door["engine_bind"] == f"{host}:8000"

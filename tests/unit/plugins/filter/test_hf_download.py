@@ -14,7 +14,8 @@ from ansible_collections.dgxspark.vllm.plugins.filter.hf_download import FilterM
 def test_filter_renders_argv_and_environment():
     f = FilterModule().filters()["hf_download"]
     cmd = f("Qwen/Qwen3.5-122B-A10B-FP8", "/srv/dgxspark/models/Qwen3.5-122B-A10B-FP8", token_file="/etc/dgxspark/hf/token")
-    assert cmd == {"argv": ["hf", "download", "Qwen/Qwen3.5-122B-A10B-FP8", "--local-dir",
+    assert cmd == {"argv": ["/bin/sh", "-c", 'token=$1; shift; "$@"; rc=$?; rm -f -- "$token"; exit "$rc"',
+                            "dgxspark-hf-download", "/etc/dgxspark/hf/token", "hf", "download", "Qwen/Qwen3.5-122B-A10B-FP8", "--local-dir",
                             "/srv/dgxspark/models/Qwen3.5-122B-A10B-FP8"],
                    "environment": {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_TOKEN_PATH": "/etc/dgxspark/hf/token"}}
     boxed = f("Qwen/X", "/srv/m/X", where="container", image="img:1", cli="huggingface-cli", token_file="")

@@ -161,13 +161,38 @@ def test_tunables_are_whole_numbers_in_range(field, value, match):
         render(**{field: value})
 
 
+DOOR_KEY = "engine-key-0123456789"
+
+
 def test_the_door_admits_the_gateways_only_and_relays_to_the_engine():
-    text = gw.render_door("10.0.0.11", 8100, ["10.0.0.5", "10.0.0.6", "10.0.0.5"], target_port=8000)
+    text = gw.render_door("10.0.0.11", 8100, ["10.0.0.5", "10.0.0.6", "10.0.0.5"], DOOR_KEY, target_port=8000)
     lines = text.splitlines()
     assert "    bind 10.0.0.11:8100" in lines
     assert "    acl gateway src 10.0.0.5 10.0.0.6" in lines
     assert "    tcp-request connection reject unless gateway" in lines
-    assert "    server engine 127.0.0.1:8000" in lines and "    mode tcp" in lines
+    assert "    server engine 127.0.0.1:8000" in lines and "    mode http" in lines
+
+
+def test_m1_m7_the_door_asks_every_request_for_the_engines_key_and_relays_inference_routes_alone():
+    """Security review M1: the door's only barrier was the source address (a TCP relay: an admitted host, a monitoring
+    box, reached /tokenize, /invocations and every other route of the engine with no key). M7 at the door: only the
+    routes the gateway serves, the engine's model list, health and metrics."""
+    lines = gw.render_door("10.0.0.11", 8100, ["10.0.0.5"], DOOR_KEY, paths=["/v1/chat/completions"]).splitlines()
+    rules = [line.strip() for line in lines[lines.index("frontend door"):]]
+    reject = rules.index("tcp-request connection reject unless gateway")
+    key = rules.index(f'acl key_ok req.fhdr(authorization) -m str "Bearer {DOOR_KEY}"')
+    refuse_401 = next(i for i, r in enumerate(rules) if r.startswith("http-request return status 401 ")
+                      and r.endswith("hdr WWW-Authenticate Bearer unless key_ok"))
+    assert "acl inference path -m str /v1/chat/completions" in rules
+    assert "acl reads path -m str /v1/models /health /metrics" in rules
+    refuse_404 = next(i for i, r in enumerate(rules) if r.startswith("http-request return status 404 ")
+                      and r.endswith("unless inference METH_POST || reads METH_GET"))
+    assert reject < key < refuse_401 < refuse_404 < rules.index("default_backend engine")
+    with pytest.raises(gw.GatewayError, match="engines' API key .*not a usable API key") as err:
+        gw.render_door("10.0.0.11", 8100, ["10.0.0.5"], "")
+    with pytest.raises(gw.GatewayError, match="gateway_paths"):
+        gw.render_door("10.0.0.11", 8100, ["10.0.0.5"], DOOR_KEY, paths=["/tokenize"])
+    assert DOOR_KEY not in str(err.value)
 
 
 @pytest.mark.parametrize("kw,match", [({"allowed": []}, "admits no gateway"), ({"allowed": "10.0.0.5"}, "admits no gateway"),
@@ -176,7 +201,7 @@ def test_the_door_admits_the_gateways_only_and_relays_to_the_engine():
                                       ({"port": 8000, "bind": "127.0.0.1"}, "where the engine does"),
                                       ({"target_port": "8000\n"}, "engine's port")])
 def test_door_mistakes_are_refused(kw, match):
-    args = {"bind": "10.0.0.11", "port": 8100, "allowed": ["10.0.0.5"]}
+    args = {"bind": "10.0.0.11", "port": 8100, "allowed": ["10.0.0.5"], "engine_key": DOOR_KEY}
     args.update(kw)
     with pytest.raises(gw.GatewayError, match=match):
         gw.render_door(**args)

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 
+import subprocess
 import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
@@ -156,13 +157,35 @@ def test_file_frames_never_cross_a_file(tmp_path):
         list(mf.file_frames(str(model), files))
 
 
+REMOVING = ["/bin/sh", "-c", 'token=$1; shift; "$@"; rc=$?; rm -f -- "$token"; exit "$rc"', "dgxspark-hf-download"]
+
+
+@pytest.mark.parametrize("cli_exit", [0, 3])
+def test_l5_the_token_file_goes_when_the_download_ends_on_the_node_whatever_the_controller_does(tmp_path, cli_exit):
+    """Security review L5: the token file was removed by the play (an always section), which a controller killed or
+    cut off during the download never runs. The node's own command removes it now when the CLI ends, passing on the
+    CLI's exit status; a token without a download leaves no wrapper."""
+    token = tmp_path / "token"
+    token.write_text("hf_not_a_real_token")
+    cli = tmp_path / "hf"
+    cli.write_text(f"#!/bin/sh\ntest -s \"$HF_TOKEN_PATH\" || exit 9\necho \"$@\" > {tmp_path}/asked\nexit {cli_exit}\n")
+    cli.chmod(0o755)
+    cmd = mf.download_command("Qwen/X", str(tmp_path / "X"), cli=str(cli), token_file=str(token), revision="main")
+    proc = subprocess.run(cmd["argv"], env={**os.environ, **cmd["environment"]}, check=False)
+    assert proc.returncode == cli_exit and not token.exists()
+    assert (tmp_path / "asked").read_text().split() == ["download", "Qwen/X", "--local-dir", str(tmp_path / "X"),
+                                                        "--revision", "main"]
+    assert mf.download_command("Qwen/X", "/m/X")["argv"][0] == "hf"
+
+
 def test_download_command_on_the_host_names_the_token_file_never_the_token():
     """Issue 15.4: Ansible prefixes a task's environment to the remote command (ps, -vvv): the token travels as a
     root-only file, the environment only names it (HF_TOKEN_PATH)."""
     cmd = mf.download_command("Qwen/Qwen3.5-122B-A10B-FP8", "/srv/m/Qwen3.5-122B-A10B-FP8",
                               token_file="/etc/dgxspark/hf/token", revision="main", include=["*.safetensors"],
                               exclude=["*.bin"])
-    assert cmd["argv"] == ["hf", "download", "Qwen/Qwen3.5-122B-A10B-FP8", "--local-dir", "/srv/m/Qwen3.5-122B-A10B-FP8",
+    assert cmd["argv"] == [*REMOVING, "/etc/dgxspark/hf/token",
+                           "hf", "download", "Qwen/Qwen3.5-122B-A10B-FP8", "--local-dir", "/srv/m/Qwen3.5-122B-A10B-FP8",
                            "--revision", "main", "--include", "*.safetensors", "--exclude", "*.bin"]
     assert cmd["environment"] == {"HF_TOKEN_PATH": "/etc/dgxspark/hf/token", "HF_HUB_DISABLE_TELEMETRY": "1"}
     legacy = mf.download_command("Qwen/X", "/m/X", cli="huggingface-cli")
@@ -175,7 +198,8 @@ def test_download_command_in_a_container_mounts_the_token_file_read_only_and_dro
     read-only, and HF_TOKEN_PATH names the mount point."""
     cmd = mf.download_command("Qwen/X", "/srv/m/X", where="container", image="vllm-node:1",
                               token_file="/etc/dgxspark/hf/token")
-    assert cmd["argv"] == ["docker", "run", "--rm", "--network", "host", "--cap-drop", "ALL", "--entrypoint", "hf",
+    assert cmd["argv"] == [*REMOVING, "/etc/dgxspark/hf/token",
+                           "docker", "run", "--rm", "--network", "host", "--cap-drop", "ALL", "--entrypoint", "hf",
                            "-e", "HF_HUB_DISABLE_TELEMETRY", "-e", "HF_TOKEN_PATH", "-v", "/srv/m:/models",
                            "-v", "/etc/dgxspark/hf/token:/run/dgxspark/hf_token:ro", "vllm-node:1",
                            "download", "Qwen/X", "--local-dir", "/models/X"]

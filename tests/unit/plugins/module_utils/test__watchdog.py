@@ -274,3 +274,76 @@ def test_h3_the_head_is_read_and_acted_on_through_an_engine_request_never_a_dock
     assert "docker_socket" not in CFG and not hasattr(wd, "Docker")
     dog = wd.Watchdog(dict(CFG, state_dir=str(tmp_path), maintenance_file=str(tmp_path / "m")))
     assert isinstance(dog.engines, wd.Engines)
+
+
+def test_m5_no_restart_is_spent_while_a_member_cannot_be_reached_and_the_wait_is_bounded():
+    """Review M5: a restart while a worker is unreachable cannot form the cluster. At 13f6075 each one was spent
+    (three of them, then every engine stopped) on a worker that was only rebooting."""
+    cfg = dict(CFG, member_wait=120.0)
+    state = wd.new_state("pair1")
+    hold, events = wd.hold_for_members(state, {"spark-2": "ssh to spark-2 exited 255: No route to host"}, cfg, NOW)
+    assert hold and state["verdict"] == "waiting_for_members" and "spark-2 (unreachable)" in state["detail"]
+    assert [e["event"] for e in events] == ["members_unreachable"] and events[0]["hosts"] == ["spark-2"]
+    assert "No route to host" in events[0]["detail"] and "waiting up to 120s" in events[0]["detail"]
+    hold, events = wd.hold_for_members(state, {"spark-2": "down"}, cfg, NOW + 60)
+    assert hold and events == []  # said once
+    hold, events = wd.hold_for_members(state, {"spark-2": "down"}, cfg, NOW + 120)
+    assert not hold and [e["event"] for e in events] == ["member_wait_over"]  # bounded: the restarts go on
+    assert wd.hold_for_members(state, {"spark-2": "down"}, cfg, NOW + 200) == (False, [])
+    hold, events = wd.hold_for_members(state, {}, cfg, NOW + 230)
+    assert not hold and events[0]["event"] == "members_back" and events[0]["waited"] == 230
+    assert state["unreachable_since"] is None and not state["unreachable_wait_over"]
+
+
+class _Unreachable(wd.Watchdog):
+    """A cluster whose head's engine is gone and whose worker does not answer ssh (ssh exits 255)."""
+
+    def __init__(self, cfg, reachable=False):
+        super().__init__(cfg)
+        self.reachable = reachable
+        self.recovered = []
+        self.engines = self
+
+    def request(self, node, action, names):
+        if self.reachable:
+            return {names[0]: {"exists": True, "running": True}}
+        return {"error": f"ssh to {node['host']} exited 255: Connection timed out", "unreachable": True}
+
+    def observe(self):
+        return {"now": NOW, "release": True, "container": {"exists": False}, "workers": {}}
+
+    def release(self):
+        return {"backend": "ray"}
+
+    def recover(self, release, give_up):
+        self.recovered.append(give_up)
+        return True, ""
+
+
+def test_m5_the_watchdog_waits_for_an_unreachable_worker_before_it_restarts_and_says_so(tmp_path):
+    cfg = dict(_cfg(tmp_path), workers=[{"host": "spark-2", "ip": "10.0.0.2"}], member_wait=3600.0)
+    dog = _Unreachable(cfg)
+    dog.round()
+    dog.round()
+    assert dog.recovered == [] and dog.state["attempts"] == 0
+    saved = json.loads((tmp_path / "state.json").read_text())
+    assert saved["verdict"] == "waiting_for_members" and "spark-2" in saved["detail"]
+    events = [json.loads(line)["event"] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert events == ["detected", "members_unreachable"]
+    dog.reachable = True  # the worker is back: the restart is spent now
+    dog.round()
+    assert dog.recovered == [False] and dog.state["attempts"] == 1
+    events = [json.loads(line)["event"] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert events[-2:] == ["members_back", "action"]
+
+
+def test_m5_an_engine_request_that_ssh_itself_failed_is_unreachable_and_a_refusal_is_not(monkeypatch):
+    engines = wd.Engines(CFG)
+    worker = {"host": "spark-2", "ip": "10.0.0.2"}
+
+    def answer(code, stdout="", stderr=""):
+        return lambda *a, **k: wd.subprocess.CompletedProcess(a, code, stdout, stderr)
+    monkeypatch.setattr(wd.subprocess, "run", answer(255, stderr="ssh: connect to host 10.0.0.2 port 22: No route"))
+    assert engines.request(worker, "status", ["c"])["unreachable"] is True
+    monkeypatch.setattr(wd.subprocess, "run", answer(1, stdout=json.dumps({"ok": False, "error": "refused"})))
+    assert engines.request(worker, "status", ["c"]) == {"error": "spark-2: refused"}

@@ -4,8 +4,10 @@
 * The port is bound before the engine starts and listened on only once the
   engine is ready: connections are refused while weights load.
 * ``--api-key`` / ``VLLM_API_KEY`` guard paths starting with ``/v1`` only
-  (401 ``{"error": "Unauthorized"}``); ``/health``, ``/metrics``, ``/version``
-  stay open, as in vLLM.
+  (401 ``{"error": "Unauthorized"}``); ``/health``, ``/metrics``, ``/version``,
+  ``/load``, ``/ping``, ``/tokenize``, ``/detokenize`` and ``/invocations``
+  (SageMaker's inference route: a completion or a chat, by its body) answer
+  without a key, as in vLLM (0.17 and 0.32 alike: its middleware guards ``/v1``).
 * ``/health`` is 200 while the engine runs and 503 once it is dead; after an
   engine death the server shuts down (exit status 0, like vLLM) unless
   ``VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1``.
@@ -32,6 +34,7 @@ from vllm.engine.arg_utils import EngineArgs
 from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_api_server_args
 from vllm.logger import init_logger
 from vllm.reasoning import THINK_END, THINK_START, split_reasoning
+from vllm.transformers_utils.tokenizer import _TOKEN as _TOKEN_RE
 from vllm.transformers_utils.tokenizer import apply_chat_template, count_tokens
 from vllm.v1.engine.exceptions import EngineDeadError
 from vllm.version import __version__ as VLLM_VERSION
@@ -126,6 +129,7 @@ class App:
 
     ROUTES = [("/openapi.json", "GET, HEAD"), ("/docs", "GET, HEAD"), ("/health", "GET"),
               ("/load", "GET"), ("/ping", "GET, POST"), ("/version", "GET"), ("/metrics", "GET"),
+              ("/tokenize", "POST"), ("/detokenize", "POST"), ("/invocations", "POST"),
               ("/v1/models", "GET"), ("/v1/completions", "POST"), ("/v1/chat/completions", "POST")]
 
     def __init__(self, engine, args: argparse.Namespace) -> None:
@@ -253,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         if path == "/ping":
             return self.do_GET()
-        if path not in ("/v1/completions", "/v1/chat/completions"):
+        if path not in ("/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/invocations"):
             return self._json(404, {"detail": "Not Found"})
         try:
             request = json.loads(raw or b"{}")
@@ -261,13 +265,35 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ValueError("request body must be a JSON object")
         except ValueError as e:
             return self._json(*_error(f"JSON decode error: {e}", "BadRequestError", 400))
-        chat = path == "/v1/chat/completions"
+        if path in ("/tokenize", "/detokenize"):
+            return self._tokens(request, path == "/tokenize")
+        # /invocations serves a chat when the body has messages, a completion otherwise (vLLM's dispatch).
+        chat = path == "/v1/chat/completions" or (path == "/invocations" and "messages" in request)
         try:
             self._completion(request, chat)
         except EngineDeadError:
             # vLLM's exception handler: empty 500, then shut down if the engine is dead
             self._send(500)
             self.app.terminate_if_errored()
+
+    # -- tokens -------------------------------------------------------------------------
+    def _tokens(self, req: dict, encode: bool) -> None:
+        """/tokenize and /detokenize: the stand-in's tokens are its words and marks, numbered by a stable hash."""
+        if encode:
+            if "messages" in req:
+                text = apply_chat_template(req["messages"])
+            else:
+                text = req.get("prompt")
+            if not isinstance(text, str):
+                return self._json(*_error("prompt: Field required", "BadRequestError", 400, "prompt"))
+            tokens = [int.from_bytes(hashlib.sha256(piece.encode()).digest()[:2], "big")
+                      for piece in _TOKEN_RE.findall(text)]
+            return self._json(200, {"count": len(tokens), "max_model_len": self.app.model_config.max_model_len,
+                                    "tokens": tokens, "token_strs": None})
+        tokens = req.get("tokens")
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            return self._json(*_error("tokens: Field required", "BadRequestError", 400, "tokens"))
+        return self._json(200, {"prompt": " ".join(f"<{t}>" for t in tokens)})
 
     # -- completions --------------------------------------------------------------------
     def _completion(self, req: dict, chat: bool) -> None:
