@@ -786,8 +786,8 @@ def test_l4_every_container_the_collection_started_rotates_its_logs(monitored, w
             seen[f"{node(i)}/{name}"] = (component, config)
     report("L4: log settings of the collection's containers: "
            + ", ".join(f"{where} ({c}) {cfg['Type']} {cfg['Config']}" for where, (c, cfg) in sorted(seen.items())))
-    assert {c for c, _ in seen.values()} >= {"ray", "watchdog", "prometheus", "node-exporter"}, seen
-    for where, (_, config) in seen.items():
+    assert {component for component, _config in seen.values()} >= {"ray", "watchdog", "prometheus", "node-exporter"}
+    for where, (_component, config) in seen.items():
         assert config == {"Type": "json-file", "Config": {"max-file": "5", "max-size": "50m"}}, (where, config)
 
 

@@ -67,8 +67,8 @@ def test_haproxy_accepts_the_rendered_gateway(image, tmp_path, case):
 
 
 def test_haproxy_accepts_the_rendered_door(image, tmp_path):
-    proc = haproxy_check(tmp_path, gw.render_door("10.0.0.11", 8100, ["10.0.0.5", "fd00::5"], "engine-key-0123456789",
-                                                   target_port=8000))
+    door = gw.render_door("10.0.0.11", 8100, ["10.0.0.5", "fd00::5"], "engine-key-0123456789", target_port=8000)
+    proc = haproxy_check(tmp_path, door)
     print(f"haproxy -c ({image}), door: rc {proc.returncode}, {(proc.stdout + proc.stderr).strip()}")
     assert proc.returncode == 0, proc.stderr
 
@@ -294,12 +294,12 @@ def test_m1_a_request_to_a_door_without_the_engines_key_is_refused(image, tmp_pa
                                        ("POST", "/v1/completions"), ("POST", "/v1/chat/completions"),
                                        ("GET", "/v1/models"), ("GET", "/health"), ("GET", "/metrics"))}
         print(f"HAProxy 3.0, M1: {len(refused)} requests without the engines' key answered 401; with it: {routes}; "
-              f"the engine was asked {[(m, p) for m, p, _ in engine.asked]}")
+              f"the engine was asked {[(m, p) for m, p, _token in engine.asked]}")
         relayed = {("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models"),
                    ("GET", "/health"), ("GET", "/metrics")}
         assert {route for route, status in routes.items() if status == 200} == relayed, routes
         assert {status for route, status in routes.items() if route not in relayed} == {404}, routes
-        assert {(m, p) for m, p, _ in engine.asked} == relayed
+        assert {(m, p) for m, p, _token in engine.asked} == relayed
         assert {token for _m, _p, token in engine.asked} == {f"Bearer {ENGINE_KEY}"}
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)

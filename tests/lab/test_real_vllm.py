@@ -229,8 +229,8 @@ def test_m1_the_standin_serves_the_routes_real_vllm_serves_without_a_key(deploye
             for path, body in KEYLESS_ROUTES}
     report(f"M1: routes asked without the key, real vLLM {real}, the stand-in {fake}")
     assert real == fake, (real, fake)
-    assert {route for route, status in real.items() if status == 401} == {("/v1/models", False),
-                                                                           ("/v1/completions", False)}
+    keyed = {route for route, status in real.items() if status == 401}
+    assert keyed == {("/v1/models", False), ("/v1/completions", False)}, keyed
     assert real[("/invocations", False)] == real[("/invocations", True)] == 200  # inference, with no key
 
 

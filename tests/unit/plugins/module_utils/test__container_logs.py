@@ -73,8 +73,8 @@ def test_l4_json_file_without_max_size_is_the_unbounded_file_and_is_refused():
 
 def test_l4_the_fleet_checks_the_setting_at_the_first_task_naming_host_variable_and_fix():
     assert _inputs.VARIABLES["dgxspark_container_logs"] == _inputs.LOGS_KIND
-    problems = _inputs.check_host("spark-1", {"dgxspark_container_logs": {"driver": "json-file",
-                                                                           "options": {"max-size": "huge"}}})
+    setting = {"driver": "json-file", "options": {"max-size": "huge"}}
+    problems = _inputs.check_host("spark-1", {"dgxspark_container_logs": setting})
     assert problems == ["host spark-1: dgxspark_container_logs option max-size is 'huge'; give a size such as 50m "
                         "(a number and k, m or g)"]
     assert _inputs.check_host("spark-1", {"dgxspark_container_logs": {"driver": "local"}}) == []
