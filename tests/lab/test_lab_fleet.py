@@ -359,7 +359,7 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
     assert node_exec(GATEWAY, "docker", "inspect", "-f", "{{json .HostConfig.GroupAdd}}",
                      "dgxspark-gateway").stdout.strip() == '["64641"]'
     # Security review L4: the gateway and every door rotate their logs (HAProxy logs every request and health check).
-    for host, container in [(GATEWAY, "dgxspark-gateway")] + [(head, "dgxspark-door") for head in HEADS.values()]:
+    for host, container in [(GATEWAY, "dgxspark-gateway")] + [(node(i), "dgxspark-door") for i in HEADS.values()]:
         config = json.loads(node_exec(host, "docker", "inspect", "-f", "{{json .HostConfig.LogConfig}}",
                                       container).stdout)
         assert config == {"Type": "json-file", "Config": {"max-file": "5", "max-size": "50m"}}, (host, config)
