@@ -9,7 +9,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
     GATEWAY_GROUP, GATEWAY_HOST_VARS, MONITORING_ADDRESS_VAR, MONITORING_GROUP, MONITORING_HOST_VARS, node_fabric,
-    plain_hostvars, resolve_fleet, resolve_gateways, with_fabric)
+    plain_hostvars, resolve_fleet, resolve_gateways, service_host_warnings, with_fabric)
 from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import (
     READ, check_exposure, check_host, check_secrets, unreadable,
 )
@@ -155,4 +155,7 @@ class ActionModule(ActionBase):
         fleet_fact["fabric_ips"] = {h: (published[h] or {}).get("ip") or fleet["nodes"][h]["fabric_ip"] or ""
                                     for h in fleet["nodes"]}
         result.update(changed=False, ansible_facts={"dgxspark_fleet": fleet_fact, "dgxspark_node": node})
+        warnings = service_host_warnings(host, fleet["nodes"], gateways, monitors)
+        if warnings:
+            result["warnings"] = warnings
         return result

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
-    node_fabric, plain_hostvars, resolve_fleet, with_fabric,
+    node_fabric, plain_hostvars, resolve_fleet, service_host_warnings, with_fabric,
 )
 
 
@@ -57,6 +57,20 @@ def test_a_gateway_or_prometheus_on_a_head_is_no_second_cluster():
     assert fleet["errors"] == [] and fleet["host_cluster"] == {"s1": "pair1", "s2": "pair1"}
     del groups["watchers"]
     assert resolve_fleet(groups, hv)["errors"] == []  # the default names
+
+
+def test_m1_a_gateway_or_monitoring_host_that_is_a_fleet_node_is_told_what_it_can_reach():
+    """Security review M1: a service host that is also a node of the fleet holds the engines' key and is admitted at
+    every door, so its own cluster's code reaches every cluster's engine; it is warned, naming the clusters."""
+    groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")], "pair2": [("s3", "head"), ("s4", "worker")]})
+    fleet = resolve_fleet(groups, hv)
+    gateways, monitors = [{"host": "s1", "lan_ip": "10.0.0.11"}], [{"host": "s1", "lan_ip": "10.0.0.11"}]
+    (warning,) = service_host_warnings("s1", fleet["nodes"], gateways, monitors)
+    assert warning.startswith("s1 is a gateway and a monitoring host and a node of cluster pair1: every head's door")
+    assert "reaches the engines of pair1, pair2 through their doors" in warning
+    assert service_host_warnings("s3", fleet["nodes"], gateways, monitors) == []  # no service on it
+    assert service_host_warnings("gw", fleet["nodes"], [{"host": "gw", "lan_ip": "10.0.0.5"}], []) == []  # no node
+    assert service_host_warnings("s1", fleet["nodes"], [], monitors) == []  # no gateway: no door to reach through
 
 
 def test_one_node_cluster_is_single():
