@@ -299,7 +299,8 @@ DOOR_READS = ("/v1/models", "/health", "/metrics")
 
 
 def render_door(bind: str, port, allowed, engine_key: str = "", target_address: str = "127.0.0.1", target_port=8000,
-                timeout=600, maxconn=512, paths=PATHS) -> str:
+                timeout=600, maxconn=512, paths=PATHS, clients: bool = False,
+                config_dir: str = CONFIG_DIR_IN_CONTAINER) -> str:
     """A head's door: an HTTP relay from BIND:PORT (the head's LAN address) to the engine on TARGET.
 
     It closes every connection that does not come from one of ALLOWED (the gateways' and monitoring hosts' LAN
@@ -307,7 +308,11 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
     relays only a POST to one of PATHS (gateway_paths) or a GET of DOOR_READS; every other route is answered 404 by
     the door itself (security review M1, M7). vLLM's own ``--api-key`` guards ``/v1`` alone: ``/tokenize``,
     ``/invocations`` (inference), ``/scale_elastic_ep`` and the rest answer without a key, so the door is what puts a
-    key on every route."""
+    key on every route.
+
+    CLIENTS (a fleet without a gateway, the door in the gateway's place on the head's API port): every source is
+    admitted, the bearer token must be one of the client keys of ``<config_dir>/keys`` (:func:`render_keys`), and
+    the door sends the engines' key on. ALLOWED must then be empty."""
     bind = check_address(bind, "the head's LAN address (the door's bind)")
     port = check_port(port, "gateway_door_port")
     target_address = check_address(target_address, "the engine's address")
@@ -316,11 +321,13 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
     maxconn = check_int(maxconn, "gateway_maxconn", 16, 100000)
     engine_key = check_key(engine_key, "the engines' API key (gateway_engine_api_key), which the door asks for")
     paths = check_paths(paths)
-    if isinstance(allowed, str) or not allowed:
+    if clients and allowed:
+        raise GatewayError("a door for clients admits every source: give it no gateway addresses")
+    if not clients and (isinstance(allowed, str) or not allowed):
         raise GatewayError("the door admits no gateway: the group dgxspark_gateway_group names has no host with a "
                            "LAN address")
     sources = []
-    for index, address in enumerate(allowed):
+    for index, address in enumerate(allowed or []):
         checked = check_address(address, f"gateway LAN address [{index}]")
         if checked not in sources:
             sources.append(checked)
@@ -344,13 +351,27 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
         "",
         "frontend door",
         f"    bind {_addr(bind, port)}",
-        f"    acl gateway src {' '.join(sources)}",
-        "    tcp-request connection reject unless gateway",
-        # The engines' key on every route (compared whole, exactly), before anything is relayed.
-        f"    acl key_ok req.fhdr(authorization) -m str \"Bearer {engine_key}\"",
-        "    http-request return status 401 content-type application/json string '"
-        + _json_error(401, "Unauthorized", "this door asks for the engines key (Authorization: Bearer <key>)")
-        + "' hdr WWW-Authenticate Bearer unless key_ok",
+    ]
+    if clients:
+        # Every route: the bearer token must be one of the client keys (compared whole, exactly).
+        lines += [
+            f"    acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f {config_dir}/{KEYS_FILE}",
+            "    acl bearer req.fhdr(authorization) -m beg \"Bearer \"",
+            "    http-request return status 401 content-type application/json string '"
+            + _json_error(401, "Unauthorized", "a valid API key is required (Authorization: Bearer <key>)")
+            + "' hdr WWW-Authenticate Bearer unless bearer key_ok",
+        ]
+    else:
+        lines += [
+            f"    acl gateway src {' '.join(sources)}",
+            "    tcp-request connection reject unless gateway",
+            # The engines' key on every route (compared whole, exactly), before anything is relayed.
+            f"    acl key_ok req.fhdr(authorization) -m str \"Bearer {engine_key}\"",
+            "    http-request return status 401 content-type application/json string '"
+            + _json_error(401, "Unauthorized", "this door asks for the engines key (Authorization: Bearer <key>)")
+            + "' hdr WWW-Authenticate Bearer unless key_ok",
+        ]
+    lines += [
         f"    acl inference path -m str {' '.join(paths)}",
         f"    acl reads path -m str {' '.join(DOOR_READS)}",
         "    http-request return status 404 content-type application/json string '"
@@ -360,8 +381,10 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
         "    default_backend engine",
         "",
         "backend engine",
-        f"    server engine {_addr(target_address, target_port)}",
     ]
+    if clients:
+        lines.append(f"    http-request set-header Authorization \"Bearer {engine_key}\"")
+    lines.append(f"    server engine {_addr(target_address, target_port)}")
     return "\n".join(lines) + "\n"
 
 

@@ -281,3 +281,18 @@ def test_l8_haproxy_reads_the_servers_state_beside_its_socket_at_every_start():
     assert "    server-state-file /var/lib/dgxspark/gateway/server-state" in lines
     assert lines.index("    server-state-file /var/lib/dgxspark/gateway/server-state") < lines.index("defaults")
     assert "    load-server-state-from-file global" in lines[lines.index("defaults"):]
+
+
+def test_m1_a_door_for_clients_asks_for_a_client_key_and_sends_the_engines_key_on():
+    """A fleet without a gateway (the planned door on every head): every source admitted, a client key asked on every
+    route, the engines' key sent on to the engine, the same routes relayed."""
+    lines = gw.render_door("10.0.0.11", 8000, [], DOOR_KEY, clients=True).splitlines()
+    front = [line.strip() for line in lines[lines.index("frontend door"):lines.index("backend engine")]]
+    assert not [r for r in front if r.startswith(("acl gateway", "tcp-request"))]
+    assert "acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f /usr/local/etc/haproxy/keys" in front
+    assert any(r.endswith("unless bearer key_ok") and r.startswith("http-request return status 401") for r in front)
+    assert any(r.endswith("unless inference METH_POST || reads METH_GET") for r in front)
+    back = [line.strip() for line in lines[lines.index("backend engine"):]]
+    assert back[1:] == [f'http-request set-header Authorization "Bearer {DOOR_KEY}"', "server engine 127.0.0.1:8000"]
+    with pytest.raises(gw.GatewayError, match="admits every source"):
+        gw.render_door("10.0.0.11", 8000, ["10.0.0.5"], DOOR_KEY, clients=True)
