@@ -46,6 +46,12 @@ options:
     type: str
     required: true
     version_added: 0.7.0
+  client_keys:
+    description: A fleet without a gateway - the client keys. The door then listens on the engine's port of the
+      head's LAN address, admits every source, asks for one of these keys and sends the engines' key on.
+    type: list
+    elements: str
+    version_added: 0.8.0
   paths:
     description: The inference routes relayed (POST), as the gateway's C(gateway_paths).
     type: list
@@ -76,19 +82,25 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 
-def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engine_key=None, paths=None):
+def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engine_key=None, paths=None,
+                 client_keys=None):
+    clients = client_keys is not None
+    keys = ""
     try:
         address, engine_port = _gateway.door_target(release)
+        if clients:
+            # No gateway: the door stands on the head's API port in the gateway's place, for every client with a key.
+            port, allowed, keys = engine_port, [], _gateway.render_keys(client_keys)
         config = _gateway.render_door(bind, port, allowed, engine_key=engine_key, target_address=address,
                                       target_port=engine_port, timeout=timeout,
-                                      paths=_gateway.PATHS if paths is None else paths)
+                                      paths=_gateway.PATHS if paths is None else paths, clients=clients)
     except (_gateway.GatewayError, ValueError, TypeError) as exc:
         raise AnsibleFilterError(f"gateway_door: {exc}") from exc
     # Exposure is judged on the address the engine bound, not on where the door reaches it: an engine on 0.0.0.0
     # (reached by the door on 127.0.0.1) listens on the LAN too.
     bound = str(((release or {}).get("endpoint") or {}).get("host") or "127.0.0.1")
-    return {"config": config, "target": f"{address}:{engine_port}", "engine_bind": f"{bound}:{engine_port}",
-            "engine_on_lan": bound not in ("127.0.0.1", "::1")}
+    return {"config": config, "keys": keys, "clients": clients, "target": f"{address}:{engine_port}",
+            "engine_bind": f"{bound}:{engine_port}", "engine_on_lan": bound not in ("127.0.0.1", "::1")}
 
 
 class FilterModule:

@@ -271,8 +271,11 @@ def engine_target(release: dict, head: str, lan_ip: str, monitor: str, gateways:
         if gateways and lan_ip:
             # The head's door (roles/gateway) admits the monitoring hosts beside the gateways.
             return _hostport(lan_ip, check_port(door_port, "gateway_door_port")), ""
-        return "", (f"{head}'s engine listens on {host} only and the fleet has no gateway door: run Prometheus on "
-                    "that head, or add the gateway")
+        if lan_ip and address.is_loopback:
+            # No gateway: the head's door for clients, on the engine's port of its LAN address (a key on every route).
+            return _hostport(lan_ip, port), ""
+        return "", (f"{head}'s engine listens on {host} only and its LAN address is not known: run Prometheus on "
+                    "that head")
     return _hostport(str(address), port), ""
 
 
