@@ -1415,10 +1415,9 @@ def cmd_up(args: argparse.Namespace) -> None:
     else:
         preload = [TINY_IMAGE] + [spec for spec in args.load]
         load_images(preload, names)
-        if args.gateway:
-            # The gateway's router, and each head's door: the same image.
-            build_images([GATEWAY_BUILD])
-            load_images([GATEWAY_IMAGE], names + [GATEWAY_NODE])
+        # Each head's door (every fleet has one, with or without a gateway) and the gateway's router: the same image.
+        build_images([GATEWAY_BUILD])
+        load_images([GATEWAY_IMAGE], names + ([GATEWAY_NODE] if args.gateway else []))
         if (LAB / "engine" / "make_models.py").exists():
             seed_models(names)
     log(f"lab is up: {', '.join(names)}" + (f", gateway {GATEWAY_NODE} ({gateway_ip()})" if args.gateway else ""))
@@ -1510,7 +1509,8 @@ def main(argv: list[str]) -> None:
                                      "--fabric-topology switch)")
     p.add_argument("--gateway", action="store_true",
                    help=f"also a gateway box {GATEWAY_NODE} on the LAN only (inventory group dgxspark_gateway), with "
-                        f"{GATEWAY_IMAGE} loaded into it and the nodes; without it, `up` removes a gateway box")
+                        f"{GATEWAY_IMAGE} loaded into it (the nodes have it for their doors); without it, `up` removes "
+                        "a gateway box")
     p.add_argument("--containerd-store", type=int, action="append", default=[], metavar="N",
                    help="node N's engine is Docker 26 (Debian 13) keeping images in the containerd store; the others "
                         "run Docker 26 with overlay2 (repeatable; without it, `up` makes every node a graph-driver "

@@ -354,12 +354,14 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
     ]
     if clients:
         # Every route: the bearer token must be one of the client keys (compared whole, exactly).
+        # The engines' key too: what the cluster's own services (the probes, the benchmark) send.
         lines += [
             f"    acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f {config_dir}/{KEYS_FILE}",
             "    acl bearer req.fhdr(authorization) -m beg \"Bearer \"",
+            f"    acl engine_key req.fhdr(authorization) -m str \"Bearer {engine_key}\"",
             "    http-request return status 401 content-type application/json string '"
             + _json_error(401, "Unauthorized", "a valid API key is required (Authorization: Bearer <key>)")
-            + "' hdr WWW-Authenticate Bearer unless bearer key_ok",
+            + "' hdr WWW-Authenticate Bearer unless bearer key_ok || engine_key",
         ]
     else:
         lines += [

@@ -290,7 +290,9 @@ def test_m1_a_door_for_clients_asks_for_a_client_key_and_sends_the_engines_key_o
     front = [line.strip() for line in lines[lines.index("frontend door"):lines.index("backend engine")]]
     assert not [r for r in front if r.startswith(("acl gateway", "tcp-request"))]
     assert "acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f /usr/local/etc/haproxy/keys" in front
-    assert any(r.endswith("unless bearer key_ok") and r.startswith("http-request return status 401") for r in front)
+    assert f'acl engine_key req.fhdr(authorization) -m str "Bearer {DOOR_KEY}"' in front
+    assert any(r.endswith("unless bearer key_ok || engine_key") and r.startswith("http-request return status 401")
+               for r in front)
     assert any(r.endswith("unless inference METH_POST || reads METH_GET") for r in front)
     back = [line.strip() for line in lines[lines.index("backend engine"):]]
     assert back[1:] == [f'http-request set-header Authorization "Bearer {DOOR_KEY}"', "server engine 127.0.0.1:8000"]

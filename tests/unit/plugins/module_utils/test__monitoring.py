@@ -25,15 +25,22 @@ def found(**kw):
     return mon.targets(kw.pop("clusters", CLUSTERS), **{k: v for k, v in args.items() if k != "clusters"})
 
 
-def test_targets_are_labelled_and_an_engine_on_the_loopback_without_a_door_is_left_out_with_a_warning():
+def test_targets_are_labelled_and_an_engine_on_the_loopback_is_scraped_through_the_door_for_clients():
+    """Without a gateway, every head's door stands on the engine's port of its LAN address (security review M1)."""
     out = found()
     assert [(t["address"], t["labels"]) for t in out["node"]] == [
         ("10.0.0.11:9100", {"cluster": "pair1", "node": "spark-1", "role": "head"}),
         ("10.0.0.12:9100", {"cluster": "pair1", "node": "spark-2", "role": "worker"}),
         ("10.0.0.21:9100", {"cluster": "solo", "node": "spark-a1.example.internal", "role": "head"})]
+    assert [t["address"] for t in out["engine"]] == ["10.0.0.11:8000", "10.0.0.21:8000"]
+    assert not out["warnings"]
+
+
+def test_an_engine_on_the_loopback_of_a_head_without_a_known_lan_address_is_left_out_with_a_warning():
+    out = found(hints={"spark-a1.example.internal": "spark-a1.lan"})
     assert [t["address"] for t in out["engine"]] == ["10.0.0.11:8000"]
-    assert out["warnings"] == ["solo: spark-a1.example.internal's engine listens on 127.0.0.1 only and the fleet has no "
-                               "gateway door: run Prometheus on that head, or add the gateway"]
+    assert ("solo: spark-a1.example.internal's engine listens on 127.0.0.1 only and its LAN address is not known: run "
+            "Prometheus on that head") in out["warnings"]
 
 
 def test_an_engine_behind_the_gateways_is_scraped_through_its_door_or_on_the_loopback_of_its_own_head():
