@@ -44,7 +44,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(url) (without C(/v1)) and C(model), or an empty dict when the head serves no engine.
+  description:
+    - C(url), the engine's own base URL as the head reaches it (without C(/v1); see P(dgxspark.vllm.engine_url#filter)),
+      C(endpoint), the clients' (the release's URL without C(/v1)), and C(model); an empty dict when the head serves
+      no engine.
   type: dict
 """
 

@@ -21,6 +21,7 @@ Pure Python, no Ansible imports: the filters in plugins/filter/serve_argv.py wra
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import typing as t
@@ -227,6 +228,27 @@ def finish(release: t.Mapping[str, t.Any], *, enforce_eager: bool | None = None,
     record["endpoint"] = endpoint
     record["source"] = source_record(source)
     return record
+
+
+def engine_url(release: t.Mapping[str, t.Any] | None) -> str:
+    """The engine's own base URL (no ``/v1``) as its head reaches it: the loopback for an engine bound to the loopback
+    or to every address, its bind address otherwise; ``""`` for a release without an endpoint.
+
+    The release's ``endpoint.url`` is the clients' (the head's door on the LAN); what runs on the head itself (the
+    deploy's readiness and fast-path probes, the status) asks the engine here, with the engines' key, not through the
+    door."""
+    endpoint = (release or {}).get("endpoint") or {}
+    host, port = str(endpoint.get("host") or ""), endpoint.get("port")
+    if not host or port in (None, ""):
+        return ""
+    try:
+        port = int(port)
+        address = ipaddress.ip_address(host)
+    except ValueError as exc:
+        raise ReleaseError(f"the release's endpoint has no address and port: {endpoint!r}") from exc
+    if address.is_loopback or address.is_unspecified:
+        address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
+    return f"http://{'[' + str(address) + ']' if address.version == 6 else address}:{port}"
 
 
 SOURCE_KEYS = ("image", "id", "digest")

@@ -17,6 +17,8 @@ import re
 import time
 import typing as t
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils._release import ReleaseError, engine_url
+
 RAY_HEAD_CONTAINER = "dgxspark-ray-head"
 MP_CONTAINER = "dgxspark-vllm"
 HEAD_UNREACHABLE = "head unreachable"
@@ -57,18 +59,23 @@ def container_names(containers: t.Any) -> list[str]:
 
 def engine(release: t.Any, containers: t.Any, *, ray_head_container: str = RAY_HEAD_CONTAINER,
            mp_container: str = MP_CONTAINER) -> dict[str, str]:
-    """``{"url", "model"}`` of the engine the head serves, or ``{}`` when it serves none.
+    """``{"url", "endpoint", "model"}`` of the engine the head serves, or ``{}`` when it serves none.
 
     It serves when the release record has an endpoint and the release's engine container (the Ray head's for the
-    ray backend, the mp container's otherwise) is among the head's containers. ``url`` is the endpoint without
-    ``/v1``.
+    ray backend, the mp container's otherwise) is among the head's containers. ``url`` is the engine's own, as the
+    head reaches it (``_release.engine_url``), not the clients' door, which asks every route for a key;
+    ``endpoint`` is the clients' (the release's URL without ``/v1``), which the table shows.
     """
     record = release_record(release)
-    url = str((record.get("endpoint") or {}).get("url") or "")
+    try:
+        url = engine_url(record)
+    except ReleaseError as exc:
+        raise StatusError(str(exc)) from exc
     wanted = "/" + (ray_head_container if record.get("backend") == "ray" else mp_container)
     if not url or wanted not in container_names(containers):
         return {}
-    return {"url": re.sub(r"/v1$", "", url), "model": str(record.get("served_model_name") or "")}
+    endpoint = re.sub(r"/v1$", "", str((record.get("endpoint") or {}).get("url") or "")) or url
+    return {"url": url, "endpoint": endpoint, "model": str(record.get("served_model_name") or "")}
 
 
 def tokens_generated(metrics: t.Any) -> int:
@@ -102,7 +109,7 @@ def summary(engine_: t.Mapping[str, t.Any] | None, health: t.Any, metrics: t.Any
     if engine_:
         problem = (f"health {code}" if code != 200 else
                    f"Ray has {alive} of {size} nodes; /health stays 200 until a request reaches the lost rank")
-        text = (f"model {engine_.get('model', '')} at {engine_.get('url', '')}, health {code if code > 0 else 'no answer'},"
+        text = (f"model {engine_.get('model', '')} at {engine_.get('endpoint') or engine_.get('url', '')}, health {code if code > 0 else 'no answer'},"
                 f" tokens generated {tokens_generated(metrics)}"
                 + (f" (UNHEALTHY: {problem})" if code != 200 or ray_short else "") + "; ")
     else:

@@ -354,8 +354,13 @@ def probe(params, watch=None, clock=time.monotonic, sleep=time.sleep, call=http_
             quiet = watch.seconds_without_progress()
             if quiet >= params["hang_after"] and _diagnosis.rendezvous_state(watch.text()) == "started":
                 break
-        status, _body = call("GET", base + "/health", timeout=5)
+        # The key on /health too: vLLM answers it without one, a door in front of the engine (roles/gateway) asks
+        # every route for a key.
+        status, _body = call("GET", base + "/health", api_key=params.get("api_key"), timeout=5)
         checks["health"] = str(status) if status else f"no answer ({_body})"
+        if status in (401, 403):
+            http_status = status
+            break
         if status == 200:
             status, body = call("GET", base + "/v1/models", api_key=params.get("api_key"), timeout=10)
             models = [m.get("id") for m in body.get("data", [])] if status == 200 and isinstance(body, dict) else models

@@ -265,7 +265,8 @@ UNPINNED = ("ray/dashboard/dashboard.py", "ray/autoscaler/_private/monitor.py", 
 def test_ray_listens_on_the_fabric_where_ray_lets_it_and_the_rest_is_the_documented_set(deployed):
     """Issue 15.5, as measured: the launcher starts Ray with --node-ip-address = the fabric IP and the dashboard on
     127.0.0.1; what Ray 2.54 binds to that address must stay there, what it cannot bind is exactly the README's
-    firewall list, and on the LAN address itself only the API listens (the head)."""
+    firewall list. On the LAN address nothing of the engine listens: its API is on the head's 127.0.0.1, and the LAN
+    address's API port is the head's door (security review M1: a key on every route, with or without a gateway)."""
     assert deployed.returncode == 0, deployed.stdout[-5000:]
     for index, name in ((1, "dgxspark-ray-head"), (2, "dgxspark-ray-worker")):
         found = listeners(index, name)
@@ -280,8 +281,10 @@ def test_ray_listens_on_the_fabric_where_ray_lets_it_and_the_rest_is_the_documen
         stray = sorted((p, prog) for p, prog in wildcard
                        if p not in RAY_EVERY_INTERFACE and not any(u in prog for u in UNPINNED))
         assert not stray, f"{node(index)}: listening on every interface beyond the README's list: {stray}\n{table}"
-        on_lan = {(a, p) for a, p, _prog in found if a == mgmt_ip(index)}
-        assert on_lan == ({(mgmt_ip(1), 8000)} if index == 1 else set()), table
+        assert not {(a, p) for a, p, _prog in found if a == mgmt_ip(index)}, table
+        assert (("127.0.0.1", 8000) in {(a, p) for a, p, _prog in found}) == (index == 1), table
+    door = listeners(1, "dgxspark-door")
+    assert {(a, p) for a, p, _prog in door} == {(mgmt_ip(1), 8000)}, door
 
 
 def ran_tasks(proc):

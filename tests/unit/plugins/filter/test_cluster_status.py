@@ -143,7 +143,7 @@ def test_several_containers_on_a_node_are_listed_in_one_row():
 
 
 def test_status_engine_reads_slurp_or_record_and_needs_the_container():
-    want = {"url": "http://192.168.240.11:8000", "model": "qwen3-30b-a3b"}
+    want = {"url": "http://192.168.240.11:8000", "endpoint": "http://192.168.240.11:8000", "model": "qwen3-30b-a3b"}
     assert F["status_engine"](slurped(RELEASE), containers=PAIR_CONTAINERS[0]) == want
     assert F["status_engine"](RELEASE, containers=PAIR_CONTAINERS[0]) == want
     assert F["status_engine"](slurped(RELEASE), containers=[]) == {}
@@ -199,3 +199,13 @@ def test_a_failed_cluster_and_a_head_without_watchdog():
     missing = {"failed": True, "msg": "file not found: /var/lib/dgxspark/watchdog/state.json"}
     assert table(watchdog=missing)[3:] == ["  watchdog: none on the head"]
     assert len(table()) == 3  # without the option, no watchdog line
+
+
+def test_status_asks_a_loopback_engine_on_the_heads_loopback_and_shows_the_clients_door():
+    """Security review M1: the engine binds 127.0.0.1 and the head's door holds the LAN address's port (a key on
+    every route). The status, on the head, asks the engine itself; its table shows the clients' URL."""
+    behind = dict(RELEASE, endpoint={"url": "http://192.168.240.11:8000/v1", "host": "127.0.0.1", "port": 8000})
+    assert F["status_engine"](behind, containers=PAIR_CONTAINERS[0]) == {
+        "url": "http://127.0.0.1:8000", "endpoint": "http://192.168.240.11:8000", "model": "qwen3-30b-a3b"}
+    wildcard = dict(RELEASE, endpoint={"url": "http://192.168.240.11:8000/v1", "host": "::", "port": 8001})
+    assert F["status_engine"](wildcard, containers=PAIR_CONTAINERS[0])["url"] == "http://[::1]:8001"
