@@ -244,63 +244,112 @@ class QuietServer(http.server.ThreadingHTTPServer):
         pass  # HAProxy closes its idle connections to the engine: a reset, not a failure
 
 
+class Door:
+    """A door HAProxy renders from CONFIG (and a keys file, KEYS) runs in the lab's image, in front of an Engine on
+    the loopback; ask() sends it a request, with a bearer token unless key is None."""
+
+    def __init__(self, image, tmp_path, render, keys=None):
+        self.engine = QuietServer(("127.0.0.1", 0), Engine)
+        self.engine.asked = []
+        threading.Thread(target=self.engine.serve_forever, daemon=True).start()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        config_dir = tmp_path / "etc"
+        config_dir.mkdir(mode=0o755)
+        (config_dir / "haproxy.cfg").write_text(render(self.port, self.engine.server_address[1]))
+        (config_dir / "haproxy.cfg").chmod(0o644)
+        if keys is not None:
+            (config_dir / "keys").write_text(keys)
+            (config_dir / "keys").chmod(0o644)
+        self.name = f"dgxspark-test-door-{os.getpid()}-{self.port}"
+        subprocess.run(["docker", "run", "-d", "--name", self.name, "--network", "host", "--user", "99:99",
+                        "--read-only", "--cap-drop", "ALL", "-v", f"{config_dir}:/usr/local/etc/haproxy:ro",
+                        "--entrypoint", "haproxy", image, "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"],
+                       check=True, capture_output=True)
+
+    def ask(self, method, path, key):
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                headers = {"Content-Type": "application/json"}
+                if key is not None:
+                    headers["Authorization"] = f"Bearer {key}"
+                conn.request(method, path, body=b'{"model": "m", "prompt": "x"}' if method == "POST" else None,
+                             headers=headers)
+                resp = conn.getresponse()
+                return resp.status, resp.read()
+            except (ConnectionRefusedError, http.client.RemoteDisconnected):
+                assert time.monotonic() < deadline, "the door did not listen"
+                time.sleep(0.2)
+
+    def close(self):
+        subprocess.run(["docker", "rm", "-f", self.name], capture_output=True, check=False)
+        self.engine.shutdown()
+
+
+# Every route the engine serves (vLLM 0.32), each with the method it takes, and those a door relays.
+ROUTES = (("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/invocations"), ("POST", "/scale_elastic_ep"),
+          ("GET", "/version"), ("GET", "/load"), ("POST", "/v1/embeddings"), ("GET", "/v1/completions"),
+          ("POST", "/metrics"), ("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models"),
+          ("GET", "/health"), ("GET", "/metrics"))
+RELAYED = {("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("GET", "/health"),
+           ("GET", "/metrics")}
+ASKED_WITHOUT_A_GOOD_KEY = (("POST", "/v1/completions"), ("POST", "/tokenize"), ("POST", "/invocations"),
+                            ("GET", "/metrics"), ("GET", "/version"), ("GET", "/health"))
+
+
 def test_m1_a_request_to_a_door_without_the_engines_key_is_refused(image, tmp_path):
     """Security review M1: the door was a TCP relay whose only barrier was the source address, so an admitted host (a
     monitoring box) reached every route of the engine, /tokenize and /invocations among them, with no key. The door
     rendered today, in the lab's HAProxy 3.0, asks every request for the engines' key and relays the inference
     routes, the model list, health and metrics alone."""
-    engine = QuietServer(("127.0.0.1", 0), Engine)
-    engine.asked = []
-    threading.Thread(target=engine.serve_forever, daemon=True).start()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config_dir = tmp_path / "etc"
-    config_dir.mkdir(mode=0o755)
-    (config_dir / "haproxy.cfg").write_text(gw.render_door("127.0.0.1", port, ["127.0.0.1"], ENGINE_KEY,
-                                                           target_port=engine.server_address[1]))
-    (config_dir / "haproxy.cfg").chmod(0o644)
-    name = f"dgxspark-test-door-{os.getpid()}-{port}"
-    subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host", "--user", "99:99", "--read-only",
-                    "--cap-drop", "ALL", "-v", f"{config_dir}:/usr/local/etc/haproxy:ro", "--entrypoint", "haproxy",
-                    image, "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"], check=True, capture_output=True)
+    door = Door(image, tmp_path, lambda port, target: gw.render_door("127.0.0.1", port, ["127.0.0.1"], ENGINE_KEY,
+                                                                      target_port=target))
     try:
-        def ask(method, path, key=ENGINE_KEY):
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-                    headers = {"Content-Type": "application/json"}
-                    if key is not None:
-                        headers["Authorization"] = f"Bearer {key}"
-                    conn.request(method, path, body=b'{"model": "m", "prompt": "x"}' if method == "POST" else None,
-                                 headers=headers)
-                    resp = conn.getresponse()
-                    return resp.status, resp.read()
-                except (ConnectionRefusedError, http.client.RemoteDisconnected):
-                    assert time.monotonic() < deadline, "the door did not listen"
-                    time.sleep(0.2)
-
-        refused = {(method, path, label): ask(method, path, key)[0]
-                   for method, path in (("POST", "/v1/completions"), ("POST", "/tokenize"), ("POST", "/invocations"),
-                                        ("GET", "/metrics"), ("GET", "/version"))
+        refused = {(method, path, label): door.ask(method, path, key)[0]
+                   for method, path in ASKED_WITHOUT_A_GOOD_KEY
                    for label, key in (("no key", None), ("another key", "client-key-0123456789"),
                                       ("a prefix of the key", ENGINE_KEY[:-1]), ("the key and more", ENGINE_KEY + "0"))}
         assert set(refused.values()) == {401}, refused
-        routes = {(method, path): ask(method, path)[0]
-                  for method, path in (("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/invocations"),
-                                       ("POST", "/scale_elastic_ep"), ("GET", "/version"), ("GET", "/load"),
-                                       ("POST", "/v1/embeddings"), ("GET", "/v1/completions"), ("POST", "/metrics"),
-                                       ("POST", "/v1/completions"), ("POST", "/v1/chat/completions"),
-                                       ("GET", "/v1/models"), ("GET", "/health"), ("GET", "/metrics"))}
+        routes = {(method, path): door.ask(method, path, ENGINE_KEY)[0] for method, path in ROUTES}
         print(f"HAProxy 3.0, M1: {len(refused)} requests without the engines' key answered 401; with it: {routes}; "
-              f"the engine was asked {[(m, p) for m, p, _token in engine.asked]}")
-        relayed = {("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models"),
-                   ("GET", "/health"), ("GET", "/metrics")}
-        assert {route for route, status in routes.items() if status == 200} == relayed, routes
-        assert {status for route, status in routes.items() if route not in relayed} == {404}, routes
-        assert {(m, p) for m, p, _token in engine.asked} == relayed
-        assert {token for _m, _p, token in engine.asked} == {f"Bearer {ENGINE_KEY}"}
+              f"the engine was asked {[(m, p) for m, p, _token in door.engine.asked]}")
+        assert {route for route, status in routes.items() if status == 200} == RELAYED, routes
+        assert {status for route, status in routes.items() if route not in RELAYED} == {404}, routes
+        assert {(m, p) for m, p, _token in door.engine.asked} == RELAYED
+        assert {token for _m, _p, token in door.engine.asked} == {f"Bearer {ENGINE_KEY}"}
     finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
-        engine.shutdown()
+        door.close()
+
+
+def test_m1_without_a_gateway_the_door_for_clients_asks_every_route_for_a_key(image, tmp_path):
+    """Security review M1, a fleet without a gateway: the engine listened on the head's LAN address, where vLLM's own
+    key guards /v1 alone (/tokenize, /invocations, /metrics and /version answered anyone). Now the head's door stands
+    there for every client: a client key or the engines' key on every route, the inference routes, the model list,
+    health and metrics alone relayed, and the engine asked with the engines' key only."""
+    clients = ["client-key-0123456789", "second-client-key-98765"]
+    door = Door(image, tmp_path, lambda port, target: gw.render_door("127.0.0.1", port, [], ENGINE_KEY,
+                                                                      target_port=target, clients=True),
+                keys=gw.render_keys(clients))
+    try:
+        refused = {(method, path, label): door.ask(method, path, key)[0]
+                   for method, path in ASKED_WITHOUT_A_GOOD_KEY
+                   for label, key in (("no key", None), ("another key", "other-key-0123456789"),
+                                      ("a prefix of a client key", clients[0][:-1]),
+                                      ("a client key and more", clients[0] + "0"), ("an empty bearer", ""),
+                                      ("a prefix of the engines' key", ENGINE_KEY[:-1]))}
+        assert set(refused.values()) == {401}, refused
+        assert not door.engine.asked
+        routes = {(method, path, key): door.ask(method, path, key)[0]
+                  for method, path in ROUTES for key in (*clients, ENGINE_KEY)}
+        print(f"HAProxy 3.0, M1 without a gateway: {len(refused)} requests without a good key answered 401; with a "
+              f"client key or the engines' key: {sorted(set(routes.values()))}")
+        assert {(m, p) for (m, p, _k), status in routes.items() if status == 200} == RELAYED, routes
+        assert {status for (m, p, _k), status in routes.items() if (m, p) not in RELAYED} == {404}, routes
+        assert {(m, p) for m, p, _token in door.engine.asked} == RELAYED
+        # The engine sees the engines' key alone: no client key goes further than the door.
+        assert {token for _m, _p, token in door.engine.asked} == {f"Bearer {ENGINE_KEY}"}
+    finally:
+        door.close()

@@ -54,14 +54,16 @@ def engine(i):
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def api(path, key=KEY, body=None):
-    """(status, parsed JSON or text) of a request to the head's API, sent from the head node."""
+def api(path, key=KEY, body=None, door=False):
+    """(status, parsed JSON or text) of a request to the engine (on the head's loopback, where it listens), or with
+    DOOR to the head's door on its LAN address (where clients reach it), sent from the head node."""
     code = ("import json, sys, urllib.request as u\n"
             "req = u.Request(sys.argv[1], data=(sys.argv[3].encode() if sys.argv[3] else None),\n"
             "                headers={'Content-Type': 'application/json', **({'Authorization': 'Bearer ' + sys.argv[2]} if sys.argv[2] else {})})\n"
             "try:\n    r = u.urlopen(req, timeout=600); print(r.status); print(r.read().decode())\n"
             "except u.HTTPError as e:\n    print(e.code); print(e.read().decode())\n")
-    out = node_exec(node(1), "python3", "-c", code, f"http://{mgmt_ip(1)}:8000{path}", key or "",
+    base = f"http://{mgmt_ip(1)}:8000" if door else "http://127.0.0.1:8000"
+    out = node_exec(node(1), "python3", "-c", code, base + path, key or "",
                     json.dumps(body) if body else "").stdout
     status, _sep, text = out.partition("\n")
     try:
@@ -194,7 +196,7 @@ def test_metric_names_the_collection_reads_exist_in_both(deployed, standin):
 def test_health_models_and_error_answers_match_real_vllm(deployed, standin):
     base = standin[0]
     real_health = node_exec(node(1), "python3", "-c", "import urllib.request as u; print(u.urlopen("
-                            f"'http://{mgmt_ip(1)}:8000/health').status)").stdout.strip()
+                            "'http://127.0.0.1:8000/health').status)").stdout.strip()
     assert real_health == "200" and standin_api(base, "/health", key=None)[0] == 200
     real, fake = api("/v1/models"), standin_api(base, "/v1/models")
     assert real[0] == fake[0] == 200
@@ -232,6 +234,18 @@ def test_m1_the_standin_serves_the_routes_real_vllm_serves_without_a_key(deploye
     keyed = {route for route, status in real.items() if status == 401}
     assert keyed == {("/v1/models", False), ("/v1/completions", False)}, keyed
     assert real[("/invocations", False)] == real[("/invocations", True)] == 200  # inference, with no key
+    # The collection's answer: the engine listens on the head's loopback, and the head's door on its LAN address
+    # (this fleet has no gateway) asks every route for a key and relays the inference routes, the model list, health
+    # and metrics alone.
+    door = {(path, bool(body and "messages" in body)): api(path, key=None, body=body, door=True)[0]
+            for path, body in KEYLESS_ROUTES}
+    keyed = {(path, bool(body and "messages" in body)): api(path, body=body, door=True)[0]
+             for path, body in KEYLESS_ROUTES}
+    report(f"M1: through the head's door, without a key {door}, with the client key {keyed}")
+    assert set(door.values()) == {401}, door
+    relayed = {("/health", False), ("/metrics", False), ("/v1/models", False), ("/v1/completions", False)}
+    assert {route for route, status in keyed.items() if status == 200} == relayed, keyed
+    assert {status for route, status in keyed.items() if route not in relayed} == {404}, keyed
 
 
 PREFIXED = re.compile(r"(?m)^\((?:APIServer|EngineCore\w*|Worker\w*|MainProcess|VllmWorker\S*) pid=\d+\) "
