@@ -300,7 +300,8 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     # the head's completion, and none of the roles' steps.
     second = deploy(*same)
     assert second.returncode == 0, second.stdout[-5000:]
-    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0"
+    changed = [block.split("]", 1)[0] for block in second.stdout.split("\nTASK [")[1:] if "\nchanged: [" in block]
+    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0", changed
     assert head_container() == before  # same container, same start, no restart
     ran = ran_tasks(second)
     assert "dgxspark.vllm.deploy_state : Compare this node with the record of its cluster's last deploy (one read)" in ran, ran
@@ -553,7 +554,8 @@ def test_prometheus_scrapes_the_engine_and_both_node_exporters_and_a_second_run_
         return version
 
     tested_with("node-exporter", "`lab/node-exporter:1.9`", exporters_version)
-    assert found[("engine", node(1), "head")]["scrapeUrl"] == f"http://{mgmt_ip(1)}:8000/metrics"
+    # Prometheus on the head itself scrapes the engine on the loopback, where it listens (not through the door).
+    assert found[("engine", node(1), "head")]["scrapeUrl"] == "http://127.0.0.1:8000/metrics"
     # The fabric interface's samples carry fabric="true" (what the fabric rules select).
     fabric = prometheus("/api/v1/query?query=node_network_carrier%7Bfabric%3D%22true%22%7D")["data"]["result"]
     assert {(r["metric"]["node"], r["metric"]["device"], r["value"][1]) for r in fabric} == {
@@ -665,15 +667,22 @@ def completion(timeout=5.0, prompt="watchdog test"):
         return False
 
 
+ENGINE_HEALTH = """
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen("http://127.0.0.1:8000/health", timeout=5).status)
+except urllib.error.HTTPError as exc:
+    print(exc.code)
+except OSError:
+    print("none")
+"""
+
+
 def health():
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(f"{api_url(1)}/health", timeout=5) as resp:
-            return resp.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return None
+    """The engine's own /health, asked on the head's loopback where it listens (the LAN address's port is the head's
+    door, which asks for a key): its status, or None when nothing answers."""
+    answer = node_exec(node(1), "python3", "-c", ENGINE_HEALTH, check=False).stdout.strip()
+    return int(answer) if answer.isdigit() else None
 
 
 def events(since=0.0):
