@@ -88,6 +88,7 @@ DATA_DIR = "data_dir"
 BIND_KIND = "bind"
 SOURCES_KIND = "sources"
 LOGS_KIND = "logs"
+TEXTFILE_DIR = "textfile_dir"
 
 VARIABLES = {
     "dgxspark_fabric_ip": IP,
@@ -128,6 +129,10 @@ VARIABLES = {
     "model_sync_hf_token_dir": OWN_DIR,
     "monitoring_config_dir": OWN_DIR,
     "monitoring_data_dir": OWN_DIR,
+    # The node exporter's textfile directory: the collection writes and removes its own file in it, nothing else.
+    "dgxspark_metrics_dir": TEXTFILE_DIR,
+    "watchdog_metrics_dir": TEXTFILE_DIR,
+    "monitoring_textfile_dir": TEXTFILE_DIR,
     # Files of the collection's own, whose directory is made 0700.
     "deploy_state_path": OWN_FILE,
     "hybrid_image_record": OWN_FILE,
@@ -382,6 +387,19 @@ def data_dir(value) -> str:
                      "/boot and /run and not a system directory itself, e.g. /srv/dgxspark/models")
 
 
+def textfile_dir(value) -> str:
+    """VALUE as the node exporter's textfile directory: a plain absolute path, not a system directory nor under one
+    (the collection writes its own file there, dgxspark-watchdog.prom, and removes only that)."""
+    text = _text(value, "set it to a directory such as /var/lib/dgxspark/metrics")
+    if _plain_path(text) and text not in SYSTEM_DIRS and not any(
+            text == tree or text.startswith(tree + "/") for tree in SYSTEM_TREES):
+        return text
+    raise InputError(f"is {text!r:.120}, which is no directory for the node exporter's textfile collector; set it to "
+                     "a plain absolute path outside /etc, /usr, /proc, /sys, /dev, /boot and /run and not a system "
+                     "directory itself, e.g. /var/lib/dgxspark/metrics (or the textfile directory of a node exporter "
+                     "the site runs already, such as /var/lib/prometheus/node-exporter)")
+
+
 def logs(value) -> dict:
     """VALUE as the containers' log setting (a driver and its options, bounded): module_utils/_container_logs.py."""
     try:
@@ -392,7 +410,7 @@ def logs(value) -> dict:
 
 CHECKS = {IP: ip, SECRET_KIND: secret, HF_TOKEN_KIND: hf_token, NAME_KIND: name, IMAGE: image, MODEL: model, MODEL_OR_PATH: model_or_path,
           REVISION_KIND: revision, PULL_KIND: pull_policy,
-          OWN_DIR: own_dir, OWN_FILE: own_file, DATA_DIR: data_dir, BIND_KIND: bind, SOURCES_KIND: sources,
+          OWN_DIR: own_dir, OWN_FILE: own_file, DATA_DIR: data_dir, TEXTFILE_DIR: textfile_dir, BIND_KIND: bind, SOURCES_KIND: sources,
           LOGS_KIND: logs}
 
 

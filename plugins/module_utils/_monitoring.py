@@ -226,6 +226,16 @@ def rule_groups(given: dict | None = None) -> dict:
              "description": "Prometheus has not scraped the {{ $labels.job }} target of {{ $labels.node }} "
                             "({{ $labels.role }} of {{ $labels.cluster }}) for " + s["target_down_for"] + ": the "
                             "node is down or unreachable, or its engine (job engine) is gone."}},
+        # The watchdog's own verdict (dgxspark-watchdog.prom, read by the head's node exporter): a cluster given up
+        # at its restart cap stays down, through a reboot, until an operator deploys it again (review M5).
+        {"alert": "DgxsparkClusterFailed",
+         "expr": "dgxspark_watchdog_failed == 1",
+         "labels": {"severity": "critical"},
+         "annotations": {
+             "summary": "{{ $labels.cluster }}: the watchdog gave the cluster up",
+             "description": "The watchdog of {{ $labels.cluster }} (on {{ $labels.node }}) spent its restarts and "
+                            "stopped the cluster's engines: it stays down, through a reboot, until it is deployed "
+                            "again. Its events: dgxspark.vllm.status."}},
         {"alert": "DgxsparkGatewayDown",
          "expr": 'up{job="gateway"} == 0',
          "for": s["target_down_for"],

@@ -84,6 +84,8 @@ DEFAULTS: dict[str, t.Any] = {
     "release_file": "/etc/dgxspark/vllm/release.json",
     "key_file": "/etc/dgxspark/vllm/serve.env",
     "state_dir": "/var/lib/dgxspark/watchdog",
+    # The node exporter's textfile directory (roles/monitoring): the watchdog's verdict for Prometheus ("" for none).
+    "metrics_dir": "",
     "maintenance_file": "/var/lib/dgxspark/watchdog/maintenance",
     "events_max_bytes": 1048576,
     "last_events": 10,
@@ -139,6 +141,8 @@ def load_config(data: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     if not isinstance(head, t.Mapping) or not head.get("host") or not head.get("ip"):
         raise ConfigError("head must be {host, ip}: the head itself, at the address its own ssh server answers on "
                           "(the role writes 127.0.0.1; its engine container is reached as the workers' are)")
+    if not isinstance(cfg["metrics_dir"], str) or (cfg["metrics_dir"] and not cfg["metrics_dir"].startswith("/")):
+        raise ConfigError(f"metrics_dir must be an absolute directory, or empty for none (is {cfg['metrics_dir']!r})")
     if not isinstance(cfg["ssh"], t.Mapping) or not all(cfg["ssh"].get(k) for k in ("key", "known_hosts")):
         raise ConfigError("ssh needs key (the watchdog's own) and known_hosts")
     return cfg
@@ -291,6 +295,34 @@ def hold_for_members(state: dict[str, t.Any], unreachable: t.Mapping[str, str], 
             f"{hosts} still unreachable after {waited:.0f}s: restarting anyway (at most "
             f"{cfg['max_restarts']} restart(s))")})
     return False, events
+
+
+METRICS_FILE = "dgxspark-watchdog.prom"
+VERDICTS = QUIET + FAULTS + ("starting", "maintenance", "failed", "waiting_for_members")
+
+
+def render_metrics(state: t.Mapping[str, t.Any]) -> str:
+    """The watchdog's state in the text exposition format, for the node exporter's textfile collector (review M5:
+    Prometheus sees a cluster given up, not only its engine target down). No cluster label: the node exporter's
+    target carries the head's cluster, node and role labels."""
+    verdict = str(state.get("verdict") or "starting")
+    lines = [
+        "# HELP dgxspark_watchdog_failed 1 when the watchdog gave the cluster up at its restart cap: its engines are "
+        "stopped and stay so (through a reboot) until an operator deploys it again.",
+        "# TYPE dgxspark_watchdog_failed gauge",
+        f"dgxspark_watchdog_failed {1 if state.get('failed') else 0}",
+        "# HELP dgxspark_watchdog_restarts Restarts spent of the cluster's budget (watchdog_max_restarts).",
+        "# TYPE dgxspark_watchdog_restarts gauge",
+        f"dgxspark_watchdog_restarts {int(state.get('attempts') or 0)}",
+        "# HELP dgxspark_watchdog_verdict The watchdog's last verdict on the cluster (1 for the current one).",
+        "# TYPE dgxspark_watchdog_verdict gauge",
+    ]
+    lines += [f'dgxspark_watchdog_verdict{{verdict="{name}"}} {1 if name == verdict else 0}' for name in VERDICTS]
+    if state.get("last_check"):
+        lines += ["# HELP dgxspark_watchdog_last_check_timestamp_seconds When the watchdog last looked.",
+                  "# TYPE dgxspark_watchdog_last_check_timestamp_seconds gauge",
+                  f"dgxspark_watchdog_last_check_timestamp_seconds {float(state['last_check']):.3f}"]
+    return "\n".join(lines) + "\n"
 
 
 def new_state(cluster: str) -> dict[str, t.Any]:
@@ -507,6 +539,17 @@ class Watchdog:
             json.dump(self.state, fh, sort_keys=True)
             fh.write("\n")
         os.replace(tmp, self.state_path)
+        if self.cfg.get("metrics_dir"):
+            # Written whole and renamed into place, as the textfile collector asks; readable by the exporter's user.
+            path = os.path.join(self.cfg["metrics_dir"], METRICS_FILE)
+            try:
+                fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(render_metrics(self.state))
+                os.chmod(path + ".tmp", 0o644)
+                os.replace(path + ".tmp", path)
+            except OSError as exc:
+                log(f"metrics not written to {path}: {exc}")
 
     # -- looking
     def release(self) -> dict[str, t.Any]:

@@ -883,8 +883,21 @@ def test_both_nodes_restarted_head_last_serve_again_without_ansible(watched):
 
 
 @pytest.mark.slow  # the watchdog's restart: test_a_stalled_engine_is_detected... in make test; the cap: make lab-test
-def test_a_cluster_that_can_never_start_stops_at_the_cap_stays_failed_through_a_reboot_and_a_deploy_serves_it(watched):
+def failed_in_prometheus():
+    """{(cluster, value)} of the watchdog's dgxspark_watchdog_failed in Prometheus (from the head's node exporter),
+    and whether DgxsparkClusterFailed fires."""
+    series = {(r["metric"].get("cluster"), r["value"][1]) for r in
+              prometheus("/api/v1/query?query=dgxspark_watchdog_failed")["data"]["result"]}
+    firing = [a for a in prometheus("/api/v1/alerts")["data"]["alerts"]
+              if a["labels"]["alertname"] == "DgxsparkClusterFailed" and a["state"] == "firing"]
+    return series, [a["labels"].get("cluster") for a in firing]
+
+
+def test_a_cluster_that_can_never_start_stops_at_the_cap_stays_failed_through_a_reboot_and_a_deploy_serves_it(
+        watched, monitored):
+    assert monitored["first"].returncode == 0
     wait_for("a healthy cluster", completion, 120)
+    assert failed_in_prometheus() == ({("pair1", "0")}, [])
     # Answers for watchdog_stable_seconds forget the restarts of the tests before: the cap is counted from 0.
     wait_for("the restarts forgotten", lambda: watchdog_state().get("attempts") == 0, 60)
     since = time.time()
@@ -909,6 +922,9 @@ def test_a_cluster_that_can_never_start_stops_at_the_cap_stays_failed_through_a_
     assert state(1, HEAD).startswith("exited")
     status = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), STATUS], env=ansible_env())
     assert "watchdog: FAILED" in " ".join(status.stdout.split())
+    # Review M5: Prometheus too says it (the watchdog's textfile, read by the head's node exporter), and alerts.
+    wait_for("Prometheus seeing the cluster failed", lambda: failed_in_prometheus() == ({("pair1", "1")}, ["pair1"]),
+             60, step=1)
     # Review M5: a failed cluster stays failed through a reboot of both nodes, until an operator acts. The operator's
     # fix (the module put back, in the stopped container) is made before the reboot: nothing starts it but a deploy.
     node_exec(node(1), "sh", "-c", "cat > /tmp/api_server.py", input_text=original)
@@ -924,6 +940,8 @@ def test_a_cluster_that_can_never_start_stops_at_the_cap_stays_failed_through_a_
     assert health() is None and [e for e in events(rebooted) if e["event"] in ("action", "failed")] == []
     status = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), STATUS], env=ansible_env())
     assert "watchdog: FAILED" in " ".join(status.stdout.split())
+    wait_for("Prometheus seeing the cluster failed after the reboot",
+             lambda: failed_in_prometheus() == ({("pair1", "1")}, ["pair1"]), 90, step=1)
     report(f"watchdog: after the give-up both nodes rebooted; {3 * INTERVAL:.0f}s later the cluster is still failed "
            "(engines exited, status FAILED, no restart)")
     # A deploy brings it back (the deploy record sees the engines stopped), and the watchdog sees it serve again.
@@ -931,3 +949,5 @@ def test_a_cluster_that_can_never_start_stops_at_the_cap_stays_failed_through_a_
     assert again.returncode == 0, again.stdout[-4000:]
     wait_for("the watchdog seeing the cluster serve again", lambda: first("serving_again", rebooted), 120, step=1)
     assert not watchdog_state()["failed"] and completion()
+    wait_for("Prometheus seeing the cluster serve again", lambda: failed_in_prometheus() == ({("pair1", "0")}, []),
+             60, step=1)

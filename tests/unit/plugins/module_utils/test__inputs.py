@@ -289,3 +289,14 @@ def test_m3_a_wildcard_bind_behind_gateways_needs_the_opt_in():
         assert i.check_exposure("spark-1", {"vllm_serve_host": value}, gateways=False) == []
     assert i.check_exposure("spark-1", {"vllm_serve_host": "127.0.0.1"}, gateways=True) == []
     assert i.check_exposure("spark-1", {}, gateways=True) == []
+
+
+@pytest.mark.parametrize("variable", ["dgxspark_metrics_dir", "watchdog_metrics_dir", "monitoring_textfile_dir"])
+def test_m5_the_textfile_directory_is_checked_and_may_be_the_sites_own(variable):
+    """The watchdog writes its verdict for Prometheus there (review M5): never a system directory or under one, and
+    a node exporter's textfile directory the site keeps already is accepted."""
+    for bad in ("/etc", "/var/lib", "relative/metrics", "/run/metrics", "/var/lib/dgxspark/../../etc"):
+        problems = i.check_host("spark-1", {variable: bad})
+        assert len(problems) == 1 and problems[0].startswith(f"host spark-1: {variable} ") and "set it to" in problems[0]
+    for good in ("/var/lib/dgxspark/metrics", "/var/lib/prometheus/node-exporter"):
+        assert i.check_host("spark-1", {variable: good}) == []

@@ -347,3 +347,32 @@ def test_m5_an_engine_request_that_ssh_itself_failed_is_unreachable_and_a_refusa
     assert engines.request(worker, "status", ["c"])["unreachable"] is True
     monkeypatch.setattr(wd.subprocess, "run", answer(1, stdout=json.dumps({"ok": False, "error": "refused"})))
     assert engines.request(worker, "status", ["c"]) == {"error": "spark-2: refused"}
+
+
+def test_m5_the_watchdogs_verdict_and_give_up_reach_prometheus_through_the_textfile_collector(tmp_path):
+    """Security review M5: after the cap the cluster is reported failed to Prometheus too (alert DgxsparkClusterFailed:
+    tests/lab/monitoring/rules.test.yml), in a file the node exporter's user can read, replaced whole."""
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    state = tmp_path / "state"
+    state.mkdir()
+    cfg = dict(_cfg(state), metrics_dir=str(metrics))
+    dog = _Scripted(cfg)
+    dog.round()
+    written = metrics / wd.METRICS_FILE
+    lines = written.read_text().splitlines()
+    assert "dgxspark_watchdog_failed 0" in lines and "dgxspark_watchdog_restarts 1" in lines
+    assert 'dgxspark_watchdog_verdict{verdict="engine_gone"} 1' in lines
+    assert [line for line in lines if line.startswith("dgxspark_watchdog_verdict") and line.endswith(" 1")] == [
+        'dgxspark_watchdog_verdict{verdict="engine_gone"} 1']
+    assert written.stat().st_mode & 0o777 == 0o644
+    assert not (metrics / (wd.METRICS_FILE + ".tmp")).exists()
+    dog.state.update(failed=True, verdict="failed")
+    dog.save()
+    lines = written.read_text().splitlines()
+    assert "dgxspark_watchdog_failed 1" in lines and 'dgxspark_watchdog_verdict{verdict="failed"} 1' in lines
+    # Every sample line is a metric the exposition format accepts: a name, optional labels, a number.
+    assert all(wd.re.match(r'^dgxspark_watchdog_[a-z_]+(\{verdict="[a-z_]+"\})? [0-9.]+$', line)
+               for line in lines if not line.startswith("#"))
+    with pytest.raises(wd.ConfigError, match="^metrics_dir must be an absolute directory"):
+        wd.load_config(dict(cfg, metrics_dir="metrics"))
