@@ -390,14 +390,14 @@ def data_dir(value) -> str:
 def textfile_dir(value) -> str:
     """VALUE as the node exporter's textfile directory: a plain absolute path, not a system directory nor under one
     (the collection writes its own file there, dgxspark-watchdog.prom, and removes only that)."""
-    text = _text(value, "set it to a directory such as /var/lib/dgxspark/metrics")
+    text = _text(value, "set it to a directory such as /var/lib/prometheus/node-exporter")
     if _plain_path(text) and text not in SYSTEM_DIRS and not any(
             text == tree or text.startswith(tree + "/") for tree in SYSTEM_TREES):
         return text
     raise InputError(f"is {text!r:.120}, which is no directory for the node exporter's textfile collector; set it to "
                      "a plain absolute path outside /etc, /usr, /proc, /sys, /dev, /boot and /run and not a system "
-                     "directory itself, e.g. /var/lib/dgxspark/metrics (or the textfile directory of a node exporter "
-                     "the site runs already, such as /var/lib/prometheus/node-exporter)")
+                     "directory itself, e.g. /var/lib/prometheus/node-exporter (Debian's and Ubuntu's textfile "
+                     "directory)")
 
 
 def logs(value) -> dict:

@@ -782,6 +782,38 @@ def test_a_watchdog_runs_on_the_head_and_its_settings_change_restarts_no_engine(
     assert "started detail=watching every 3s" in flat
 
 
+def test_the_secret_sweep_covers_the_doors_and_prometheus_keys(monitored, watched):
+    """Security review, point 10: the sweep of the deploy (above) extended to what came after it. Prometheus's key
+    files (the engines' key it scrapes with, the gateway client key) and the key the door asks for, as the head holds
+    them, are in no process command line, no `docker inspect`, no log of the door, Prometheus, the node exporters or
+    the watchdog, and not in a -vvv run of monitoring.yml."""
+    assert monitored["first"].returncode == 0 and watched["play"].returncode == 0
+    secrets = {"Prometheus engine key": node_exec(node(1), "cat", "/etc/dgxspark/monitoring/engine.key").stdout.strip(),
+               "Prometheus gateway key": node_exec(node(1), "cat", "/etc/dgxspark/monitoring/gateway.key").stdout.strip(),
+               "door client key": node_exec(node(1), "cat", "/etc/dgxspark/gateway-door/keys").stdout.strip()}
+    assert all(len(value) >= 8 for value in secrets.values()), {k: len(v) for k, v in secrets.items()}
+    needles = {**secrets,
+               **{f"{name} {kind}": digest for name, value in secrets.items() for kind, digest in _digests(value).items()}}
+    again = run([*monitored["argv"], MONITORING, "-vvv", "-e", json.dumps(MONITOR_VARS)], check=False, env=ansible_env())
+    assert again.returncode == 0, again.stdout[-3000:]
+    places = {"monitoring.yml -vvv": again.stdout + again.stderr}
+    for index in (1, 2):
+        places[f"{node(index)} /proc/*/cmdline"] = node_exec(
+            node(index), "sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done").stdout
+        names = node_exec(node(index), "docker", "ps", "-aq").stdout.split()
+        places[f"{node(index)} docker inspect"] = node_exec(node(index), "docker", "inspect", *names).stdout
+        for name in ("dgxspark-door", "dgxspark-prometheus", "dgxspark-node-exporter", "dgxspark-watchdog"):
+            logs = node_exec(node(index), "docker", "logs", name, check=False)
+            if logs.returncode == 0:
+                places[f"{node(index)} docker logs {name}"] = logs.stdout + logs.stderr
+    assert {f"{node(1)} docker logs {name}" for name in ("dgxspark-door", "dgxspark-prometheus",
+                                                          "dgxspark-node-exporter", "dgxspark-watchdog")} <= set(places)
+    found = [(what, where) for what, needle in needles.items() for where, text in places.items() if needle in text]
+    assert not found, found
+    report(f"secret sweep: {len(secrets)} keys the door and Prometheus hold ({len(needles)} forms) in none of "
+           f"{len(places)} places")
+
+
 def test_l4_every_container_the_collection_started_rotates_its_logs(monitored, watched):
     """Security review L4: at 13f6075 every container ran with Docker's json-file and no option, one log file growing
     until the disk is full. Now each one the collection started (engine ranks, watchdog, Prometheus, node exporters)
@@ -897,7 +929,8 @@ def test_a_cluster_that_can_never_start_stops_at_the_cap_stays_failed_through_a_
         watched, monitored):
     assert monitored["first"].returncode == 0
     wait_for("a healthy cluster", completion, 120)
-    assert failed_in_prometheus() == ({("pair1", "0")}, [])
+    wait_for("Prometheus seeing the watchdog's verdict", lambda: failed_in_prometheus() == ({("pair1", "0")}, []),
+             60, step=1)
     # Answers for watchdog_stable_seconds forget the restarts of the tests before: the cap is counted from 0.
     wait_for("the restarts forgotten", lambda: watchdog_state().get("attempts") == 0, 60)
     since = time.time()

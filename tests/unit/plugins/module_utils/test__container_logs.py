@@ -119,4 +119,5 @@ def test_l4_every_task_that_starts_a_container_passes_the_fleet_log_setting():
     watchdog = (ROOT / "roles/watchdog/tasks/present.yml").read_text()
     # The watchdog's spec is settled by its config label: the log setting must be in it, or a change would never reach
     # a running watchdog.
-    assert "watchdog_host_mounts,\n                        dgxspark_container_logs" in watchdog
+    label = watchdog[watchdog.index("org.dgxspark.vllm.config: >-"):watchdog.index("watchdog_now:")]
+    assert "dgxspark_container_logs | default(none) | dgxspark.vllm.container_logs]" in label, label
