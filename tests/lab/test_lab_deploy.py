@@ -807,8 +807,8 @@ def test_the_secret_sweep_covers_the_doors_and_prometheus_keys(monitored, watche
             logs = node_exec(node(index), "docker", "logs", name, check=False)
             if logs.returncode == 0:
                 places[f"{node(index)} docker logs {name}"] = logs.stdout + logs.stderr
-    assert {f"{node(1)} docker logs {name}" for name in ("dgxspark-door", "dgxspark-prometheus",
-                                                          "dgxspark-node-exporter", "dgxspark-watchdog")} <= set(places)
+    logged = ("dgxspark-door", "dgxspark-prometheus", "dgxspark-node-exporter", "dgxspark-watchdog")
+    assert {f"{node(1)} docker logs {name}" for name in logged} <= set(places)
     found = [(what, where) for what, needle in needles.items() for where, text in places.items() if needle in text]
     assert not found, found
     report(f"secret sweep: {len(secrets)} keys the door and Prometheus hold ({len(needles)} forms) in none of "

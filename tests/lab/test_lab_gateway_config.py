@@ -305,8 +305,10 @@ def test_m1_a_request_to_a_door_without_the_engines_key_is_refused(image, tmp_pa
     monitoring box) reached every route of the engine, /tokenize and /invocations among them, with no key. The door
     rendered today, in the lab's HAProxy 3.0, asks every request for the engines' key and relays the inference
     routes, the model list, health and metrics alone."""
-    door = Door(image, tmp_path, lambda port, target: gw.render_door("127.0.0.1", port, ["127.0.0.1"], ENGINE_KEY,
-                                                                      target_port=target))
+    def render(port, target):
+        return gw.render_door("127.0.0.1", port, ["127.0.0.1"], ENGINE_KEY, target_port=target)
+
+    door = Door(image, tmp_path, render)
     try:
         refused = {(method, path, label): door.ask(method, path, key)[0]
                    for method, path in ASKED_WITHOUT_A_GOOD_KEY
@@ -330,9 +332,11 @@ def test_m1_without_a_gateway_the_door_for_clients_asks_every_route_for_a_key(im
     there for every client: a client key or the engines' key on every route, the inference routes, the model list,
     health and metrics alone relayed, and the engine asked with the engines' key only."""
     clients = ["client-key-0123456789", "second-client-key-98765"]
-    door = Door(image, tmp_path, lambda port, target: gw.render_door("127.0.0.1", port, [], ENGINE_KEY,
-                                                                      target_port=target, clients=True),
-                keys=gw.render_keys(clients))
+
+    def render(port, target):
+        return gw.render_door("127.0.0.1", port, [], ENGINE_KEY, target_port=target, clients=True)
+
+    door = Door(image, tmp_path, render, keys=gw.render_keys(clients))
     try:
         refused = {(method, path, label): door.ask(method, path, key)[0]
                    for method, path in ASKED_WITHOUT_A_GOOD_KEY
