@@ -376,11 +376,16 @@ def sources(value) -> list:
     return list(value)
 
 
+def _outside_the_system(text: str) -> bool:
+    """TEXT is a plain absolute path, neither a system directory nor under one of the system's trees."""
+    return _plain_path(text) and text not in SYSTEM_DIRS and not any(
+        text == tree or text.startswith(tree + "/") for tree in SYSTEM_TREES)
+
+
 def data_dir(value) -> str:
     """VALUE as a directory of model weights: a plain absolute path, not a system directory nor under one."""
     text = _text(value, "set it to a directory of weights such as /srv/dgxspark/models")
-    if _plain_path(text) and text not in SYSTEM_DIRS and not any(
-            text == tree or text.startswith(tree + "/") for tree in SYSTEM_TREES):
+    if _outside_the_system(text):
         return text
     raise InputError(f"is {text!r:.120}, which is no directory for model weights (files in it are replaced and "
                      "removed); set it to a plain absolute path of its own, outside /etc, /usr, /proc, /sys, /dev, "
@@ -391,8 +396,7 @@ def textfile_dir(value) -> str:
     """VALUE as the node exporter's textfile directory: a plain absolute path, not a system directory nor under one
     (the collection writes its own file there, dgxspark-watchdog.prom, and removes only that)."""
     text = _text(value, "set it to a directory such as /var/lib/prometheus/node-exporter")
-    if _plain_path(text) and text not in SYSTEM_DIRS and not any(
-            text == tree or text.startswith(tree + "/") for tree in SYSTEM_TREES):
+    if _outside_the_system(text):
         return text
     raise InputError(f"is {text!r:.120}, which is no directory for the node exporter's textfile collector; set it to "
                      "a plain absolute path outside /etc, /usr, /proc, /sys, /dev, /boot and /run and not a system "
