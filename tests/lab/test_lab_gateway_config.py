@@ -244,7 +244,7 @@ class QuietServer(http.server.ThreadingHTTPServer):
         pass  # HAProxy closes its idle connections to the engine: a reset, not a failure
 
 
-class Door:
+class RunningDoor:
     """A door HAProxy renders from CONFIG (and a keys file, KEYS) runs in the lab's image, in front of an Engine on
     the loopback; ask() sends it a request, with a bearer token unless key is None."""
 
@@ -308,7 +308,7 @@ def test_m1_a_request_to_a_door_without_the_engines_key_is_refused(image, tmp_pa
     def render(port, target):
         return gw.render_door("127.0.0.1", port, ["127.0.0.1"], ENGINE_KEY, target_port=target)
 
-    door = Door(image, tmp_path, render)
+    door = RunningDoor(image, tmp_path, render)
     try:
         refused = {(method, path, label): door.ask(method, path, key)[0]
                    for method, path in ASKED_WITHOUT_A_GOOD_KEY
@@ -336,7 +336,7 @@ def test_m1_without_a_gateway_the_door_for_clients_asks_every_route_for_a_key(im
     def render(port, target):
         return gw.render_door("127.0.0.1", port, [], ENGINE_KEY, target_port=target, clients=True)
 
-    door = Door(image, tmp_path, render, keys=gw.render_keys(clients))
+    door = RunningDoor(image, tmp_path, render, keys=gw.render_keys(clients))
     try:
         refused = {(method, path, label): door.ask(method, path, key)[0]
                    for method, path in ASKED_WITHOUT_A_GOOD_KEY
