@@ -52,6 +52,14 @@ options:
     type: list
     elements: str
     version_added: 0.8.0
+  allow_no_api_key:
+    description:
+      - The fleet is allowed to serve without any key (C(vllm_serve_allow_no_api_key)). With O(client_keys) given
+        and none of them set, the door for clients then asks for no key (it still relays only the routes above),
+        and an engine without a key gets no C(Authorization) header. Without it, a missing key is an error.
+    type: bool
+    default: false
+    version_added: 0.9.0
   paths:
     description: The inference routes relayed (POST), as the gateway's C(gateway_paths).
     type: list
@@ -83,17 +91,21 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 
 def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engine_key=None, paths=None,
-                 client_keys=None):
+                 client_keys=None, allow_no_api_key=False):
     clients = client_keys is not None
+    # Served without any key by the operator's choice: no client key given (and no engine key needed).
+    keyless = clients and bool(allow_no_api_key) and not any(client_keys or [])
     keys = ""
     try:
         address, engine_port = _gateway.door_target(release)
         if clients:
             # No gateway: the door stands on the head's API port in the gateway's place, for every client with a key.
-            port, allowed, keys = engine_port, [], _gateway.render_keys(client_keys)
-        config = _gateway.render_door(bind, port, allowed, engine_key=engine_key, target_address=address,
+            port, allowed = engine_port, []
+            keys = "" if keyless else _gateway.render_keys(client_keys)
+        config = _gateway.render_door(bind, port, allowed, engine_key=engine_key or "", target_address=address,
                                       target_port=engine_port, timeout=timeout,
-                                      paths=_gateway.PATHS if paths is None else paths, clients=clients)
+                                      paths=_gateway.PATHS if paths is None else paths, clients=clients,
+                                      keyless=keyless, engine_key_optional=clients and bool(allow_no_api_key))
     except (_gateway.GatewayError, ValueError, TypeError) as exc:
         raise AnsibleFilterError(f"gateway_door: {exc}") from exc
     # Exposure is judged on the address the engine bound, not on where the door reaches it: an engine on 0.0.0.0

@@ -300,7 +300,8 @@ DOOR_READS = ("/v1/models", "/health", "/metrics")
 
 def render_door(bind: str, port, allowed, engine_key: str = "", target_address: str = "127.0.0.1", target_port=8000,
                 timeout=600, maxconn=512, paths=PATHS, clients: bool = False,
-                config_dir: str = CONFIG_DIR_IN_CONTAINER) -> str:
+                config_dir: str = CONFIG_DIR_IN_CONTAINER, keyless: bool = False,
+                engine_key_optional: bool = False) -> str:
     """A head's door: an HTTP relay from BIND:PORT (the head's LAN address) to the engine on TARGET.
 
     It closes every connection that does not come from one of ALLOWED (the gateways' and monitoring hosts' LAN
@@ -312,14 +313,21 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
 
     CLIENTS (a fleet without a gateway, the door in the gateway's place on the head's API port): every source is
     admitted, the bearer token must be one of the client keys of ``<config_dir>/keys`` (:func:`render_keys`), and
-    the door sends the engines' key on. ALLOWED must then be empty."""
+    the door sends the engines' key on. ALLOWED must then be empty.
+
+    KEYLESS (CLIENTS only: a fleet served without any key, vllm_serve_allow_no_api_key, and no client key given):
+    the door asks for no key and relays the same routes. ENGINE_KEY_OPTIONAL (CLIENTS only, the same choice): an
+    empty ENGINE_KEY is an engine without a key, which gets no Authorization header from the door."""
     bind = check_address(bind, "the head's LAN address (the door's bind)")
     port = check_port(port, "gateway_door_port")
     target_address = check_address(target_address, "the engine's address")
     target_port = check_port(target_port, "the engine's port (vllm_serve_port)")
     timeout = check_int(timeout, "gateway_timeout", 10, 86400)
     maxconn = check_int(maxconn, "gateway_maxconn", 16, 100000)
-    engine_key = check_key(engine_key, "the engines' API key (gateway_engine_api_key), which the door asks for")
+    if (keyless or engine_key_optional) and not clients:
+        raise GatewayError("a door for gateways asks for the engines' key: it cannot be keyless")
+    engine_key = "" if engine_key_optional and not engine_key else check_key(
+        engine_key, "the engines' API key (gateway_engine_api_key), which the door asks for")
     paths = check_paths(paths)
     if clients and allowed:
         raise GatewayError("a door for clients admits every source: give it no gateway addresses")
@@ -352,7 +360,9 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
         "frontend door",
         f"    bind {_addr(bind, port)}",
     ]
-    if clients:
+    if clients and keyless:
+        pass  # served without a key by the operator's choice (vllm_serve_allow_no_api_key): the routes are filtered
+    elif clients:
         # Every route: the bearer token must be one of the client keys (compared whole, exactly).
         # The engines' key too: what the cluster's own services (the probes, the benchmark) send.
         lines += [
@@ -384,8 +394,10 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
         "",
         "backend engine",
     ]
-    if clients:
+    if clients and engine_key:
         lines.append(f"    http-request set-header Authorization \"Bearer {engine_key}\"")
+    elif clients:
+        lines.append("    http-request del-header Authorization")  # a keyless engine: no client's key goes on
     lines.append(f"    server engine {_addr(target_address, target_port)}")
     return "\n".join(lines) + "\n"
 

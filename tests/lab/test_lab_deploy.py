@@ -113,10 +113,10 @@ def test_api_answers_on_the_lan_from_the_controller(deployed, lab):
     assert [m["id"] for m in models["data"]] == ["qwen3.5-122b-a10b-fp8"]
     assert f"at http://{head}:8000/v1," in " ".join(deployed.stdout.split())  # the summary prints that endpoint
 
-    def served_version():  # what the engine that answered says it is
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"http://{head}:8000/version",
-                                                                               timeout=10) as answer:
-            return json.load(answer)["version"]
+    def served_version():  # what the engine behind that door says it is, asked on the head's loopback (the door
+        # relays no /version)
+        answer = node_exec(node(1), "python3", "-c", ENGINE_VERSION).stdout
+        return json.loads(answer)["version"]
 
     tested_with("vllm", "`lab/vllm-qwen35:0.17`: the stand-in engine (lab/engine)", served_version)
 
@@ -361,6 +361,43 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
 
 
 @pytest.mark.slow  # mp across nodes: test_real_vllm (real vLLM) and test_lab_known_issues (stand-in) in make test
+def lan_status(method, path, key=None):
+    """The status the head's LAN address answers the controller on the API port for METHOD PATH (with KEY)."""
+    request = urllib.request.Request(f"{api_url(1).rsplit('/v1', 1)[0]}{path}", method=method,
+                                     data=b"{}" if method == "POST" else None,
+                                     headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_without_gateways_a_keyless_fleet_gets_a_filtering_door_and_an_engine_on_the_lan_gets_none(deployed):
+    """Two operator traps of the door without gateways (0.8.0, as of 4d7e9fc), where both deploys failed:
+    - vllm_serve_allow_no_api_key with no key at all: the door's rendering asked for the engines' key after the
+      engine had started. Now the door asks for no key and still relays only its routes.
+    - vllm_serve_host on the LAN (here 0.0.0.0): the door held the engine's port of the LAN address and the new
+      engine could not bind it. Now the door goes before the engine starts, and the run says the engine has no
+      door."""
+    assert deployed.returncode == 0, deployed.stdout[-3000:]
+    keyless = deploy("-e", "vllm_serve_allow_no_api_key=true", "-e", "dgxspark_api_key=")
+    assert keyless.returncode == 0, keyless.stdout[-5000:]
+    assert "dgxspark-door" in node_exec(node(1), "docker", "ps", "--format", "{{.Names}}").stdout.split()
+    assert lan_status("GET", "/v1/models") == 200
+    assert [lan_status("POST", path) for path in ("/tokenize", "/invocations")] == [404, 404]
+    assert [lan_status("GET", path) for path in ("/version", "/ping")] == [404, 404]
+
+    on_lan = deploy("-e", "vllm_serve_host=0.0.0.0")
+    assert on_lan.returncode == 0, on_lan.stdout[-5000:]
+    assert "dgxspark-door" not in node_exec(node(1), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
+    assert "so it answers on the LAN itself, with no door" in " ".join(on_lan.stdout.split())
+    # The engine itself answers: its key on /v1, and /version without one (vLLM's key guards /v1 alone).
+    assert [lan_status("GET", "/v1/models"), lan_status("GET", "/v1/models", KEY)] == [401, 200]
+    assert lan_status("GET", "/version") == 200
+    # The next test deploys with the default bind again: the engine on 127.0.0.1, its door back on the LAN.
+
+
 def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     # The same pipeline with vLLM's own multi-node mode: a rank per node, the worker headless, no Ray container left.
     first = deploy("-e", "vllm_serve_backend=mp")
@@ -382,6 +419,8 @@ def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     assert '"--headless"' in worker_cmd and '"--node-rank","1"' in worker_cmd.replace(", ", ","), worker_cmd
     chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))], env=dict(os.environ, DEMO_API_KEY=KEY))
     assert "assistant: " in chat.stdout
+    # The engine on 127.0.0.1 again (after the test above put it on the LAN), its door in front.
+    assert [lan_status("GET", "/v1/models"), lan_status("GET", "/version", KEY)] == [401, 404]
     before = node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout
     second = deploy("-e", "vllm_serve_backend=mp")
     assert second.returncode == 0, second.stdout[-5000:]
@@ -665,6 +704,12 @@ def completion(timeout=5.0, prompt="watchdog test"):
             return resp.status == 200 and bool(json.load(resp).get("choices"))
     except (OSError, urllib.error.URLError, ValueError):
         return False
+
+
+ENGINE_VERSION = """
+import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:8000/version", timeout=5).read().decode())
+"""
 
 
 ENGINE_HEALTH = """
