@@ -17,7 +17,12 @@ description:
   the runtime API socket is C(/var/lib/dgxspark/gateway/admin.sock) (what rollouts drain and re-admit through).
 - Every value is validated (names, addresses, ports, keys) before it reaches a line; a bad one fails the filter
   with a sentence naming the variable and the fix (never the key itself).
-- The result holds secrets (the engines' key in the configuration, the client keys); tasks passing it use C(no_log).
+- Each cluster gets its own engine key (security review L7), read from its head's serving env file: each model's
+  backend balances over one local relay per cluster (C(listen door_<n>), a socket beside the runtime API's), which
+  puts that cluster's key on the request and sends it to that cluster's door alone. A client's key stays at the
+  gateway.
+- The result holds secrets (each cluster's engine key in the configuration, the client keys); tasks passing it use
+  C(no_log).
 positional: _input
 options:
   _input:
@@ -32,10 +37,19 @@ options:
     description: The port the gateway listens on.
     type: int
     required: true
-  engine_key:
-    description: The engines' API key, put on every forwarded request and health check.
-    type: str
+  clusters:
+    description: The fleet's clusters (C(dgxspark_fleet.clusters)), which name each cluster's head.
+    type: dict
     required: true
+    version_added: 0.9.0
+  heads:
+    description:
+      - What each head published for the gateway (C(gateway_head)) - its C(engine_env), the text of its serving env
+        file, whose C(VLLM_API_KEY) is the cluster's engine key, put on every request and health check to that
+        cluster's door.
+    type: dict
+    required: true
+    version_added: 0.9.0
   keys:
     description: The client API keys.
     type: list
@@ -87,7 +101,7 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     gateway_rendered: >-
       {{ gateway_models_found.models | dgxspark.vllm.gateway_config(bind='10.20.0.5', port=8000,
-         engine_key=dgxspark_api_key, keys=[dgxspark_api_key]) }}
+         clusters=dgxspark_fleet.clusters, heads=gateway_heads, keys=[dgxspark_api_key]) }}
   no_log: true
 """
 
@@ -102,11 +116,12 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 
-def gateway_config(models, bind=None, port=None, engine_key=None, keys=None, max_body=1048576, maxconn=512,
+def gateway_config(models, bind=None, port=None, clusters=None, heads=None, keys=None, max_body=1048576, maxconn=512,
                    check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600, paths=_gateway.PATHS,
                    max_conn_per_source=128):
     try:
-        return {"config": _gateway.render_gateway(models, bind, port, engine_key, max_body=max_body, maxconn=maxconn,
+        return {"config": _gateway.render_gateway(models, bind, port, _gateway.engine_keys(clusters, heads),
+                                                  max_body=max_body, maxconn=maxconn,
                                                   check_interval=check_interval, check_timeout=check_timeout,
                                                   timeout=timeout, hard_stop_after=hard_stop_after, paths=paths,
                                                   max_conn_per_source=max_conn_per_source),

@@ -13,7 +13,8 @@ author:
 description:
 - With gateways, the engine listens on the head's C(127.0.0.1) only; the door listens on the head's LAN address,
   refuses every connection that does not come from a gateway's (or monitoring host's) address, answers 401 to every
-  request without the engines' key, and relays only a POST to one of O(paths) or a GET of C(/v1/models),
+  request without its cluster's engine key (each cluster has its own; the monitoring hosts' O(metrics_key) reads
+  C(/metrics) alone), and relays only a POST to one of O(paths) or a GET of C(/v1/models),
   C(/health) or C(/metrics) to the engine; every other route is answered 404 by the door (vLLM's own key guards
   C(/v1) alone, so C(/tokenize) or C(/invocations) would answer without one).
 - The engine's address and port come from the cluster's release record (its endpoint; C(0.0.0.0) is reached on
@@ -42,10 +43,20 @@ options:
     type: int
     default: 600
   engine_key:
-    description: The engines' API key, which the door asks every request for (the gateways send it).
+    description: The cluster's engine key, which the door asks every request for (the gateways send it). Give it or
+      O(engine_env).
     type: str
-    required: true
     version_added: 0.7.0
+  engine_env:
+    description: The text of the head's serving env file, whose C(VLLM_API_KEY) is the cluster's engine key (used
+      when O(engine_key) is not given).
+    type: str
+    version_added: 0.9.0
+  metrics_key:
+    description: The monitoring hosts' key, admitted for a C(GET /metrics) alone. Empty admits none.
+    type: str
+    default: ""
+    version_added: 0.9.0
   client_keys:
     description: A fleet without a gateway - the client keys. The door then listens on the engine's port of the
       head's LAN address, admits every source, asks for one of these keys and sends the engines' key on.
@@ -55,8 +66,8 @@ options:
   allow_no_api_key:
     description:
       - The fleet is allowed to serve without any key (C(vllm_serve_allow_no_api_key)). With O(client_keys) given
-        and none of them set, the door for clients then asks for no key (it still relays only the routes above),
-        and an engine without a key gets no C(Authorization) header. Without it, a missing key is an error.
+        and none of them set, the door for clients then asks for no key (it still relays only the routes above; the
+        engine keeps its own key, which the door puts on). Without it, a missing client key is an error.
     type: bool
     default: false
     version_added: 0.9.0
@@ -73,13 +84,13 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     gateway_door_rendered: >-
       {{ release | dgxspark.vllm.gateway_door(bind='10.20.0.11', port=8100, allowed=['10.20.0.5'],
-                                              engine_key=vault_engine_key) }}
-  no_log: true  # the configuration holds the engines' key
+                                              engine_env=serve_env_text) }}
+  no_log: true  # the configuration holds the cluster's engine key
 """
 
 RETURN = r"""
 _value:
-  description: C(config) (the text of haproxy.cfg, which holds the engines' key), C(target) (the engine's address and port, C(address:port)) and
+  description: C(config) (the text of haproxy.cfg, which holds the cluster's engine key), C(target) (the engine's address and port, C(address:port)) and
     C(engine_bind) (the address and port the engine bound) and C(engine_on_lan) (true when the engine bound an address
     other than the loopback, a wildcard among them).
   type: dict
@@ -91,7 +102,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 
 def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engine_key=None, paths=None,
-                 client_keys=None, allow_no_api_key=False):
+                 client_keys=None, allow_no_api_key=False, engine_env=None, metrics_key=""):
     clients = client_keys is not None
     # Served without any key by the operator's choice: no client key given (and no engine key needed).
     keyless = clients and bool(allow_no_api_key) and not any(client_keys or [])
@@ -102,10 +113,11 @@ def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engin
             # No gateway: the door stands on the head's API port in the gateway's place, for every client with a key.
             port, allowed = engine_port, []
             keys = "" if keyless else _gateway.render_keys(client_keys)
-        config = _gateway.render_door(bind, port, allowed, engine_key=engine_key or "", target_address=address,
+        key = engine_key or _gateway.serve_env_key(str(engine_env or ""))
+        config = _gateway.render_door(bind, port, allowed, engine_key=key, target_address=address,
                                       target_port=engine_port, timeout=timeout,
                                       paths=_gateway.PATHS if paths is None else paths, clients=clients,
-                                      keyless=keyless, engine_key_optional=clients and bool(allow_no_api_key))
+                                      keyless=keyless, metrics_key=metrics_key or "")
     except (_gateway.GatewayError, ValueError, TypeError) as exc:
         raise AnsibleFilterError(f"gateway_door: {exc}") from exc
     # Exposure is judged on the address the engine bound, not on where the door reaches it: an engine on 0.0.0.0

@@ -13,7 +13,7 @@ author:
 description:
 - Groups the fleet's clusters by the served model name their head's release record names; each cluster is reached
   at its head's LAN address on the door's port.
-- A cluster whose head has no release record or no known LAN address is left out, with a warning.
+- A cluster whose head has no release record, no known LAN address or no engine key is left out, with a warning.
 positional: _input
 options:
   _input:
@@ -21,7 +21,8 @@ options:
     type: dict
     required: true
   heads:
-    description: Each head's C(release) (its record, or an empty dict) and C(lan_ip).
+    description: Each head's C(release) (its record, or an empty dict), C(lan_ip) and C(engine_env) (the text of its
+      serving env file; a cluster without a key in it is left out, with a warning).
     type: dict
     required: true
   door_port:

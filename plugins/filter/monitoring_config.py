@@ -11,7 +11,8 @@ version_added: 0.2.0
 author:
 - dgxspark.vllm maintainers
 description:
-- Scrape jobs C(engine) (each cluster's engine, on its head, with the engines' key as a bearer credential file),
+- Scrape jobs C(engine) (each cluster's engine, on its head, with the metrics key the heads' doors admit for
+  C(GET /metrics) alone as a bearer credential file),
   C(gateway) (each gateway's own metrics, with a client key) and C(node) (the node exporter of every node), every
   target labelled C(cluster), C(node) and C(role).
 - The engine's address comes from the head's release record - its LAN address, C(127.0.0.1) when Prometheus runs on
@@ -51,7 +52,7 @@ options:
     type: dict
     default: {}
   engine_key:
-    description: The engines' API key.
+    description: The metrics key the heads' doors admit for C(GET /metrics) alone (each engine has a key of its own).
     type: str
     default: ''
   gateway_key:

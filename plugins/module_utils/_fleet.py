@@ -307,18 +307,21 @@ def resolve_gateways(groups: dict, hostvars: dict, gateway_group: str = GATEWAY_
 def service_host_warnings(host: str, nodes: dict, gateways: list[dict], monitors: list[dict]) -> list[str]:
     """What HOST, a gateway or monitoring host that is also a node of the fleet, can reach (security review M1): every
     head's door admits its address, so whatever runs on it (its own cluster's engine, Ray's workers running the
-    model's code) reaches every cluster's engine through the doors, with the engines' key it holds. Nothing without
-    gateways (no door)."""
+    model's code) reaches every cluster's engine through the doors with the engine keys a gateway holds (each
+    cluster's, security review L7), or every engine's /metrics with the metrics key a monitoring host holds. Nothing
+    without gateways (no door)."""
     node = nodes.get(host)
     roles = [what for what, hosts in (("a gateway", gateways), ("a monitoring host", monitors))
              if any(entry["host"] == host for entry in hosts)]
     if not node or not roles or not gateways:  # no gateway: no door, and the engines listen on the LAN anyway
         return []
-    clusters = sorted({entry["cluster"] for entry in nodes.values()})
+    clusters = ", ".join(sorted({entry["cluster"] for entry in nodes.values()}))
+    reach = (f"it holds every cluster's engine key, so a process on it (its own engine, Ray's workers running the "
+             f"model's code) reaches the engines of {clusters} through their doors" if "a gateway" in roles else
+             f"it holds the metrics key, so a process on it (its own engine, Ray's workers running the model's code) "
+             f"reads the /metrics of the engines of {clusters} through their doors")
     return [f"{host} is {' and '.join(roles)} and a node of cluster {node['cluster']}: every head's door admits its "
-            f"address and it holds the engines' key, so a process on it (its own engine, Ray's workers running the "
-            f"model's code) reaches the engines of {', '.join(clusters)} through their doors. Run the gateway and "
-            "Prometheus on a host of their own to keep the clusters apart."]
+            f"address and {reach}. Run the gateway and Prometheus on a host of their own to keep the clusters apart."]
 
 
 def plain_hostvars(groups: dict, hostvars, fleet: str) -> dict:

@@ -14,11 +14,13 @@ cluster's name.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import re
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._gateway_api import STATE_FILE
+from ansible_collections.dgxspark.vllm.plugins.module_utils._gateway_api import RELAY_PREFIX, STATE_FILE
+from ansible_collections.dgxspark.vllm.plugins.module_utils._watchdog import api_key as serve_env_key
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 # Keys go into a pattern file (one a line) and the engine key into a quoted header value: no blank, quote,
@@ -157,7 +159,12 @@ def check_paths(paths) -> list[str]:
     return out
 
 
-def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, maxconn=512,
+def relay_name(cluster: str) -> str:
+    """The name of the gateway's relay to CLUSTER's door (its proxy, and its socket's file name with .sock)."""
+    return RELAY_PREFIX + hashlib.sha256(cluster.encode()).hexdigest()[:16]
+
+
+def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxconn=512,
                    check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600,
                    socket: str = SOCKET, config_dir: str = CONFIG_DIR_IN_CONTAINER, paths=PATHS,
                    max_conn_per_source=128) -> str:
@@ -169,12 +176,24 @@ def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, m
     request 404: one whose JSON body names a served model goes to that model's backend (leastconn over its clusters,
     each checked with a real completion); an unknown model 404; a body without ``model`` 400. A body over MAX_BODY
     bytes: 413. The servers' admin states are read at every start from the state file beside SOCKET (STATE_FILE).
+
+    ENGINE_KEYS ({cluster: its engine key}, security review L7): each cluster's key goes to its own door alone. A
+    model's backend balances over its clusters' servers; each server is a local socket (beside SOCKET) of a relay of
+    its own (``door_<digest of the cluster's name>``, :func:`relay_name`), which puts that cluster's key on the request and forwards it to the
+    cluster's door. (HAProxy sets a header in a backend before it picks the server, so one backend cannot send each
+    server a key of its own.) A client's key never goes past the gateway.
     """
     models = normalise_models(models)
     paths = check_paths(paths)
     bind = check_address(bind, "gateway_bind", allow_any=True)
     port = check_port(port, "gateway_port")
-    engine_key = check_key(engine_key, "the engines' API key (gateway_engine_api_key)")
+    clusters = sorted({server["name"] for servers in models.values() for server in servers})
+    if not isinstance(engine_keys, dict):
+        raise GatewayError("the clusters' engine keys are not a mapping of cluster to key")
+    keys = {}
+    for cluster in clusters:
+        keys[cluster] = check_key(engine_keys.get(cluster), f"cluster {cluster}'s engine key (VLLM_API_KEY in its "
+                                                            "head's serve.env; deploy the cluster again to make one)")
     max_body = check_int(max_body, "gateway_max_body", 16384, 64 * 1048576)
     maxconn = check_int(maxconn, "gateway_maxconn", 16, 100000)
     check_interval = check_int(check_interval, "gateway_check_interval", 1, 3600)
@@ -274,38 +293,55 @@ def render_gateway(models, bind: str, port, engine_key: str, max_body=1048576, m
     for model in models:
         lines.append(f"    use_backend model_{model} if {{ var(txn.model) -m str {model} }}")
     check_body = json.dumps({"model": "", "prompt": "ping", "max_tokens": 1, "temperature": 0}, separators=(",", ":"))
+    run_dir = socket.rsplit("/", 1)[0]
+    # Named after the cluster (a digest: a socket's path has at most 107 bytes), so that a relay stays the cluster's
+    # whatever clusters come or go: a server's saved state is kept by name.
+    relay = {cluster: relay_name(cluster) for cluster in clusters}
+    doors = {}
     for model, servers in models.items():
         body = check_body.replace('"model":""', f'"model":{json.dumps(model)}')
         lines += [
             "",
             f"backend model_{model}",
             "    balance leastconn",
-            # The health check is a real completion through the cluster's door, with the engines' key.
+            # The health check is a real completion through the cluster's relay (which puts its key on) and door.
             "    option httpchk",
             "    http-check send meth POST uri /v1/completions ver HTTP/1.1 hdr Host dgxspark-gateway "
-            f"hdr Content-Type application/json hdr Authorization \"Bearer {engine_key}\" body '{body}'",
+            f"hdr Content-Type application/json body '{body}'",
             "    http-check expect status 200",
-            f"    http-request set-header Authorization \"Bearer {engine_key}\"",
+            # The client's key stays here; the cluster's relay puts the cluster's own on.
+            "    http-request del-header Authorization",
             f"    default-server check inter {check_interval}s fastinter 2s downinter {check_interval}s fall 2 rise 2",
         ]
         for server in servers:
-            lines.append(f"    server {server['name']} {_addr(server['address'], server['port'])}")
+            lines.append(f"    server {server['name']} unix@{run_dir}/{relay[server['name']]}.sock")
+            doors[server["name"]] = _addr(server["address"], server["port"])
+    for cluster in clusters:
+        lines += [
+            "",
+            f"# cluster {cluster}: its own engine key, to its door alone",
+            f"listen {relay[cluster]}",
+            f"    bind unix@{run_dir}/{relay[cluster]}.sock mode 600",
+            "    option dontlog-normal",
+            f"    http-request set-header Authorization \"Bearer {keys[cluster]}\"",
+            f"    server door {doors[cluster]}",
+        ]
     return "\n".join(lines) + "\n"
 
 
 # What a door admits besides the inference paths: the engine's model list, its health and its metrics (Prometheus on the
-# monitoring hosts scrapes the engine through the door with the engines' key).
+# monitoring hosts scrapes the engine through the door with the metrics key, which admits GET /metrics alone).
 DOOR_READS = ("/v1/models", "/health", "/metrics")
 
 
 def render_door(bind: str, port, allowed, engine_key: str = "", target_address: str = "127.0.0.1", target_port=8000,
                 timeout=600, maxconn=512, paths=PATHS, clients: bool = False,
-                config_dir: str = CONFIG_DIR_IN_CONTAINER, keyless: bool = False,
-                engine_key_optional: bool = False) -> str:
+                config_dir: str = CONFIG_DIR_IN_CONTAINER, keyless: bool = False, metrics_key: str = "") -> str:
     """A head's door: an HTTP relay from BIND:PORT (the head's LAN address) to the engine on TARGET.
 
     It closes every connection that does not come from one of ALLOWED (the gateways' and monitoring hosts' LAN
-    addresses), then asks every request for the engines' key (ENGINE_KEY, compared whole: 401 without it), and
+    addresses), then asks every request for its cluster's engine key (ENGINE_KEY, compared whole: 401 without it;
+    each cluster has its own, security review L7), and
     relays only a POST to one of PATHS (gateway_paths) or a GET of DOOR_READS; every other route is answered 404 by
     the door itself (security review M1, M7). vLLM's own ``--api-key`` guards ``/v1`` alone: ``/tokenize``,
     ``/invocations`` (inference), ``/scale_elastic_ep`` and the rest answer without a key, so the door is what puts a
@@ -313,21 +349,24 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
 
     CLIENTS (a fleet without a gateway, the door in the gateway's place on the head's API port): every source is
     admitted, the bearer token must be one of the client keys of ``<config_dir>/keys`` (:func:`render_keys`), and
-    the door sends the engines' key on. ALLOWED must then be empty.
+    the door sends the engine's key on. ALLOWED must then be empty.
+
+    METRICS_KEY (the monitoring hosts' key, optional): admitted for a GET of /metrics alone, in both kinds of door.
 
     KEYLESS (CLIENTS only: a fleet served without any key, vllm_serve_allow_no_api_key, and no client key given):
-    the door asks for no key and relays the same routes. ENGINE_KEY_OPTIONAL (CLIENTS only, the same choice): an
-    empty ENGINE_KEY is an engine without a key, which gets no Authorization header from the door."""
+    the door asks for no key and relays the same routes."""
     bind = check_address(bind, "the head's LAN address (the door's bind)")
     port = check_port(port, "gateway_door_port")
     target_address = check_address(target_address, "the engine's address")
     target_port = check_port(target_port, "the engine's port (vllm_serve_port)")
     timeout = check_int(timeout, "gateway_timeout", 10, 86400)
     maxconn = check_int(maxconn, "gateway_maxconn", 16, 100000)
-    if (keyless or engine_key_optional) and not clients:
-        raise GatewayError("a door for gateways asks for the engines' key: it cannot be keyless")
-    engine_key = "" if engine_key_optional and not engine_key else check_key(
-        engine_key, "the engines' API key (gateway_engine_api_key), which the door asks for")
+    if keyless and not clients:
+        raise GatewayError("a door for gateways asks for its cluster's engine key: it cannot be keyless")
+    engine_key = check_key(engine_key, "the cluster's engine key (VLLM_API_KEY in the head's serve.env, made by "
+                                       "dgxspark.vllm.vllm_serve), which the door asks for")
+    metrics_key = check_key(metrics_key, "the monitoring hosts' key (gateway_door_metrics_api_key)") \
+        if metrics_key else ""
     paths = check_paths(paths)
     if clients and allowed:
         raise GatewayError("a door for clients admits every source: give it no gateway addresses")
@@ -360,28 +399,35 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
         "frontend door",
         f"    bind {_addr(bind, port)}",
     ]
+    # The monitoring hosts' key reads /metrics alone.
+    metrics = [f"    acl metrics_key req.fhdr(authorization) -m str \"Bearer {metrics_key}\"",
+               "    acl metrics path /metrics"] if metrics_key else []
+    metrics_ok = " || metrics_key metrics METH_GET" if metrics_key else ""
     if clients and keyless:
         pass  # served without a key by the operator's choice (vllm_serve_allow_no_api_key): the routes are filtered
     elif clients:
-        # Every route: the bearer token must be one of the client keys (compared whole, exactly).
-        # The engines' key too: what the cluster's own services (the probes, the benchmark) send.
+        # Every route: the bearer token must be one of the client keys (compared whole, exactly), or the cluster's
+        # engine key.
         lines += [
             f"    acl key_ok req.fhdr(authorization),regsub(^Bearer\\ ,) -m str -f {config_dir}/{KEYS_FILE}",
             "    acl bearer req.fhdr(authorization) -m beg \"Bearer \"",
             f"    acl engine_key req.fhdr(authorization) -m str \"Bearer {engine_key}\"",
+            *metrics,
             "    http-request return status 401 content-type application/json string '"
             + _json_error(401, "Unauthorized", "a valid API key is required (Authorization: Bearer <key>)")
-            + "' hdr WWW-Authenticate Bearer unless bearer key_ok || engine_key",
+            + f"' hdr WWW-Authenticate Bearer unless bearer key_ok || engine_key{metrics_ok}",
         ]
     else:
         lines += [
             f"    acl gateway src {' '.join(sources)}",
             "    tcp-request connection reject unless gateway",
-            # The engines' key on every route (compared whole, exactly), before anything is relayed.
+            # The cluster's engine key on every route (compared whole, exactly), before anything is relayed.
             f"    acl key_ok req.fhdr(authorization) -m str \"Bearer {engine_key}\"",
+            *metrics,
             "    http-request return status 401 content-type application/json string '"
-            + _json_error(401, "Unauthorized", "this door asks for the engines key (Authorization: Bearer <key>)")
-            + "' hdr WWW-Authenticate Bearer unless key_ok",
+            + _json_error(401, "Unauthorized", "this door asks for its cluster engine key (Authorization: Bearer "
+                                               "<key>)")
+            + f"' hdr WWW-Authenticate Bearer unless key_ok{metrics_ok}",
         ]
     lines += [
         f"    acl inference path -m str {' '.join(paths)}",
@@ -394,10 +440,8 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
         "",
         "backend engine",
     ]
-    if clients and engine_key:
-        lines.append(f"    http-request set-header Authorization \"Bearer {engine_key}\"")
-    elif clients:
-        lines.append("    http-request del-header Authorization")  # a keyless engine: no client's key goes on
+    # The cluster's engine key to the engine, whatever key the door admitted (a client's never goes on).
+    lines.append(f"    http-request set-header Authorization \"Bearer {engine_key}\"")
     lines.append(f"    server engine {_addr(target_address, target_port)}")
     return "\n".join(lines) + "\n"
 
@@ -406,8 +450,9 @@ def gateway_models(clusters: dict, heads: dict, door_port) -> tuple[dict, list[s
     """The models behind the gateway, from the clusters' release records.
 
     CLUSTERS is dgxspark_fleet.clusters; HEADS maps a head to ``{"release": <its release.json or {}>, "lan_ip":
-    <its LAN address>}``. Returns ({served name: [{name, address, port}]}, warnings) - a cluster whose head has no
-    record (never deployed) or no LAN address is left out with a warning.
+    <its LAN address>, "engine_env": <its serve.env's text>}``. Returns ({served name: [{name, address, port}]},
+    warnings) - a cluster whose head has no record (never deployed), no LAN address or no engine key is left out with
+    a warning. The keys themselves are :func:`engine_keys`'.
     """
     door_port = check_port(door_port, "gateway_door_port")
     models: dict[str, list[dict]] = {}
@@ -433,9 +478,24 @@ def gateway_models(clusters: dict, heads: dict, door_port) -> tuple[dict, list[s
             warnings.append(f"cluster {cluster}: no LAN address is known for its head {head}: the gateway does not "
                             "route to it")
             continue
+        if not serve_env_key(str(info.get("engine_env") or "")):
+            warnings.append(f"cluster {cluster}: its head {head} has no engine key (VLLM_API_KEY in serve.env, made "
+                            "by a deploy since 0.9.0): the gateway does not route to it; deploy the cluster again")
+            continue
         models.setdefault(str(served), []).append({"name": cluster, "address": str(info["lan_ip"]),
                                                    "port": door_port})
     return models, warnings
+
+
+def engine_keys(clusters: dict, heads: dict) -> dict[str, str]:
+    """{cluster: its engine key}, from the serving env file (``engine_env``) its head published in HEADS; a cluster
+    without one is left out (gateway_models leaves it out of the models, with a warning)."""
+    keys = {}
+    for cluster, entry in sorted((clusters or {}).items()):
+        key = serve_env_key(str(((heads or {}).get((entry or {}).get("head")) or {}).get("engine_env") or ""))
+        if key:
+            keys[cluster] = key
+    return keys
 
 
 def door_target(release: dict) -> tuple[str, int]:

@@ -23,6 +23,10 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._files import write_
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 STATES = ("ready", "drain", "maint")
+# The model backends (roles/gateway: model_<served name>), where each cluster is a server named as the cluster.
+MODEL_PREFIX = "model_"
+# The relays to the clusters' doors (roles/gateway: door_<digest>, one server "door"), which hold no state to keep.
+RELAY_PREFIX = "door_"
 
 # srv_admin_state bits of `show servers state` (HAProxy's SRV_ADMF_*): forced/inherited/config/resolver/hostname
 # maintenance, forced/inherited drain.
@@ -97,10 +101,11 @@ def _int(value) -> int:
 
 
 def servers_named(rows: list[dict], states: dict[tuple[str, str], int], server: str) -> list[dict]:
-    """Every backend's server called SERVER: backend, status (health checks), admin state, sessions, queue."""
+    """Every model backend's server called SERVER: backend, status (health checks), admin state, sessions, queue.
+    The clusters' relays (``door_<n>``, each with one server ``door``) are not model backends."""
     found = []
     for row in rows:
-        if row.get("svname") != server:
+        if row.get("svname") != server or not str(row.get("pxname", "")).startswith(MODEL_PREFIX):
             continue
         backend = row.get("pxname", "")
         found.append({
@@ -127,7 +132,8 @@ def is_healthy(status: str) -> bool:
 
 def others_serving(rows: list[dict], states: dict[tuple[str, str], int], server: str) -> dict[str, list[str]]:
     """{backend holding SERVER: the other servers in it that are up and ready}, i.e. who takes its traffic."""
-    backends = {row.get("pxname") for row in rows if row.get("svname") == server}
+    backends = {row.get("pxname") for row in rows
+                if row.get("svname") == server and str(row.get("pxname", "")).startswith(MODEL_PREFIX)}
     others: dict[str, list[str]] = {backend: [] for backend in backends}
     for row in rows:
         backend, name = row.get("pxname"), row.get("svname")
@@ -253,7 +259,9 @@ def configured_servers(config: str) -> dict[tuple[str, str], tuple[str, str]]:
         if not words or line[0] not in " \t":
             backend = words[1] if len(words) >= 2 and words[0] == "backend" else None
             continue
-        if backend and words[0] == "server" and len(words) >= 3 and ":" in words[2]:
+        if backend and words[0] == "server" and len(words) >= 3 and words[2].startswith("unix@"):
+            out[(backend, words[1])] = ("-", "0")  # a relay's socket: HAProxy saves no address for it
+        elif backend and words[0] == "server" and len(words) >= 3 and ":" in words[2]:
             address, port = words[2].rsplit(":", 1)
             out[(backend, words[1])] = _endpoint(address, port)
     return out
@@ -277,6 +285,8 @@ def state_for_config(dump: str, config: str) -> tuple[str, list[str]]:
         key = (row.get("be_name", ""), row.get("srv_name", ""))
         if key not in servers or not {"srv_addr", "srv_port", "srv_op_state"} <= set(header[:len(fields)]):
             continue
+        if not key[0].startswith(MODEL_PREFIX):
+            continue  # a relay to a door: never drained; its door's address is the configuration's
         if servers[key] != _endpoint(row["srv_addr"], row["srv_port"]):
             for name, value in zip(("srv_addr", "srv_port", "srv_op_state"), (*servers[key], "0")):
                 fields[header.index(name)] = value

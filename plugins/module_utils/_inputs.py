@@ -472,8 +472,10 @@ def unreadable(error: BaseException) -> Unreadable:
 # a vault value is used only through the variable a line of group_vars maps it to.
 VAULT_PREFIX = "vault_"
 VAULT_NAMES = {VAULT_PREFIX + variable: variable for variable in VARIABLES}
-# The key vllm_serve serves with: its own variable when set, else the fleet's; and the opt-out of a key.
-API_KEY_VARIABLES = ("vllm_serve_api_key", "dgxspark_api_key")
+# The clients' key (the door's and the gateway's default client key) and the opt-out of one; the engine key
+# (vllm_serve_api_key, made per cluster when unset), which must never be a client's.
+API_KEY_VARIABLES = ("dgxspark_api_key",)
+ENGINE_KEY_VARIABLE = "vllm_serve_api_key"
 ALLOW_NO_API_KEY = "vllm_serve_allow_no_api_key"
 # The engine's bind address, and the opt-in to a wildcard bind where gateways front the fleet.
 BIND_VARIABLE = "vllm_serve_host"
@@ -523,11 +525,17 @@ def check_secrets(host: str, variables: dict, raw=None, require_api_key: bool = 
             continue
         problems.append(f"host {host}: {vault_name} is set (in the vault) but {variable} is not, so nothing uses it; "
                         f"add the line {variable}: \"{{{{ {vault_name} }}}}\" to group_vars/all/main.yml")
+    engine_key, client_key = variables.get(ENGINE_KEY_VARIABLE), variables.get(API_KEY_VARIABLES[0])
+    if isinstance(engine_key, str) and engine_key and engine_key == client_key:
+        problems.append(f"host {host}: {ENGINE_KEY_VARIABLE} is the same key as {API_KEY_VARIABLES[0]}, so a client's "
+                        "key is the engine's too (security review L7); remove the line that sets "
+                        f"{ENGINE_KEY_VARIABLE} (each cluster then gets a key of its own, made on its head), or give "
+                        "it a key no client has")
     if require_api_key and not _true(variables.get(ALLOW_NO_API_KEY)):
         variable = next((v for v in API_KEY_VARIABLES if v in variables), None)
         value = variables.get(variable) if variable else None
         if variable is None:
-            said = f"neither {API_KEY_VARIABLES[1]} nor {API_KEY_VARIABLES[0]} is set"
+            said = f"{API_KEY_VARIABLES[0]} (the clients' key) is not set"
         elif isinstance(value, Unreadable):
             said = (f"{variable} cannot be read ({value.undefined} is undefined: is group_vars/all/vault.yml there, "
                     "made from vault.yml.example?)" if value.undefined else
@@ -537,7 +545,7 @@ def check_secrets(host: str, variables: dict, raw=None, require_api_key: bool = 
         else:
             said = ""
         if said:
-            problems.append(f"host {host}: no API key to serve with: {said}; {_API_KEY_FIX}")
+            problems.append(f"host {host}: no API key for the clients: {said}; {_API_KEY_FIX}")
     return problems
 
 

@@ -8,8 +8,9 @@ thresholds, keys); a value that does not pass raises MonitoringError with a sent
 Scalars are written as JSON strings (a JSON string is a YAML double-quoted scalar), so no value can open a new key.
 
 Scrape jobs (their names are what the rules and status.yml rely on):
-- ``engine``: each cluster's engine ``/metrics`` (its head), with the engines' API key as a bearer credential read
-  from a file (``engine.key``);
+- ``engine``: each cluster's engine ``/metrics`` (its head), with the metrics key the heads' doors admit for
+  ``GET /metrics`` alone (never an engine key: each cluster has its own) as a bearer credential read from a file
+  (``engine.key``);
 - ``gateway``: each gateway's own ``/metrics``, behind a client key (``gateway.key``);
 - ``node``: the node exporter of every node of the fleet.
 Every target carries the labels ``cluster``, ``node`` (the inventory name) and ``role`` (head, worker or gateway).
@@ -351,7 +352,7 @@ def render_config(found: dict, given: dict | None = None, engine_key: str = "", 
                   config_dir: str = CONFIG_DIR_IN_CONTAINER) -> dict:
     """prometheus.yml and the files beside it: ``{"files": [{"name", "content"}], "jobs": {job: targets}}``.
 
-    FOUND is targets()' result. The engines' key goes into ``engine.key`` (read by Prometheus as a bearer
+    FOUND is targets()' result. The doors' metrics key goes into ``engine.key`` (read by Prometheus as a bearer
     credential file), a gateway client key into ``gateway.key``; neither is in prometheus.yml.
     """
     s = settings(given)
@@ -366,7 +367,7 @@ def render_config(found: dict, given: dict | None = None, engine_key: str = "", 
     files = [{"name": RULES_FILE, "content": render_rules(s)}]
     if found.get("engine"):
         files.append({"name": ENGINE_KEY_FILE,
-                      "content": check_key(engine_key, "the engines' API key (monitoring_engine_api_key)") + "\n"})
+                      "content": check_key(engine_key, "the metrics key (monitoring_engine_api_key)") + "\n"})
         config["scrape_configs"].append({
             "job_name": "engine", "metrics_path": "/metrics",
             "authorization": {"type": "Bearer", "credentials_file": f"{config_dir}/{ENGINE_KEY_FILE}"},

@@ -398,6 +398,14 @@ def node_exec(node, *argv, check=True, input_text=None):
     return run(["docker", "exec", "-i", node, *argv], check=check, input_text=input_text)
 
 
+def engine_key(host):
+    """The engine key of the cluster HOST heads (VLLM_API_KEY of its serving env file; each cluster has its own, made
+    on its head by vllm_serve), read on the head: what its door and the gateway's relay to it send."""
+    key = node_exec(host, "sed", "-n", "s/^VLLM_API_KEY=//p", "/etc/dgxspark/vllm/serve.env").stdout.strip()
+    assert key, f"{host} has no engine key in /etc/dgxspark/vllm/serve.env"
+    return key
+
+
 def parse_adhoc(stdout):
     """The JSON result of an ad-hoc `ansible -m` run (ANSIBLE_CALLBACK_RESULT_FORMAT=json)."""
     match = re.search(r"\| (?:SUCCESS|CHANGED|FAILED!?) => (\{.*)", stdout, re.S)

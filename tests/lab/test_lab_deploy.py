@@ -20,8 +20,8 @@ import urllib.request
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, collection_as_it_was, fabric_if, fabric_ip,
-                    mgmt_ip, node, node_exec, png_pixels, report, run, tested_with)
+from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, collection_as_it_was, engine_key, fabric_if,
+                    fabric_ip, mgmt_ip, node, node_exec, png_pixels, report, run, tested_with)
 
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 TEARDOWN = str(REPO / "playbooks" / "teardown.yml")
@@ -183,7 +183,10 @@ def test_sentinel_secrets_are_nowhere_a_node_or_the_play_shows(deployed):
     assert deployed.returncode == 0, deployed.stdout[-5000:]
     ray_token = node_exec(node(1), "cat", "/etc/dgxspark/ray/auth_token").stdout.strip()
     assert len(ray_token) >= 32  # token auth is on (Ray 2.54): the sweep looks for a real secret too
-    secrets = {"API key": KEY, "HF token": HF_SENTINEL, "Ray token": ray_token}
+    # Security review L7: the cluster's engine key is its own (made on the head), no client's.
+    own = engine_key(node(1))
+    assert own != KEY and len(own) >= 32
+    secrets = {"API key": KEY, "HF token": HF_SENTINEL, "Ray token": ray_token, "engine key": own}
     needles = {**secrets,
                **{f"{name} {kind}": digest for name, value in secrets.items() for kind, digest in _digests(value).items()}}
     places = {"the play's -vvv output": deployed.stdout + deployed.stderr}
@@ -835,8 +838,9 @@ def test_the_secret_sweep_covers_the_doors_and_prometheus_keys(monitored, watche
     assert monitored["first"].returncode == 0 and watched["play"].returncode == 0
     # (This fleet has no gateway: Prometheus holds no gateway key; tests/lab/test_lab_fleet.py sweeps the gateway's.)
     assert node_exec(node(1), "test", "-e", "/etc/dgxspark/monitoring/gateway.key", check=False).returncode != 0
-    secrets = {"Prometheus engine key": node_exec(node(1), "cat", "/etc/dgxspark/monitoring/engine.key").stdout.strip(),
-               "door client key": node_exec(node(1), "cat", "/etc/dgxspark/gateway-door/keys").stdout.strip()}
+    secrets = {"Prometheus metrics key": node_exec(node(1), "cat", "/etc/dgxspark/monitoring/engine.key").stdout.strip(),
+               "door client key": node_exec(node(1), "cat", "/etc/dgxspark/gateway-door/keys").stdout.strip(),
+               "the cluster's engine key (the door's)": engine_key(node(1))}
     assert all(len(value) >= 8 for value in secrets.values()), {k: len(v) for k, v in secrets.items()}
     needles = {**secrets,
                **{f"{name} {kind}": digest for name, value in secrets.items() for kind, digest in _digests(value).items()}}

@@ -24,8 +24,8 @@ import urllib.request
 
 import pytest
 
-from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, broken_image_dockerfile, fabric_ip, gateway_url,
-                    load_into, mgmt_ip, node, node_exec, run)
+from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, broken_image_dockerfile, engine_key, fabric_ip,
+                    gateway_url, load_into, mgmt_ip, node, node_exec, run)
 
 NODES = 4
 BASE = "lab/vllm-node:0.14"
@@ -83,7 +83,8 @@ def completion(pair, timeout=10.0):
     url = f"http://{mgmt_ip(HEADS[pair])}:{DOOR_PORT}/v1/completions"
     try:
         proc = subprocess.run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_PY, url, SERVED, str(timeout)],
-                              input=KEY, text=True, capture_output=True, timeout=timeout + 15, check=False)
+                              input=engine_key(node(HEADS[pair])), text=True, capture_output=True,
+                              timeout=timeout + 15, check=False)
     except subprocess.TimeoutExpired:
         return False
     return proc.returncode == 0
@@ -348,11 +349,18 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
         print(f"{pair}: the door {mgmt_ip(head)}:{DOOR_PORT} drops the controller ({type(err.value).__name__}), "
               "and answers the gateway box")
         assert completion(pair)
-        # Security review M1: the door asks the gateway box too for the engines' key, and relays no other route.
-        asked = {"no key": door_status(pair, "/v1/completions", ""), "/tokenize": door_status(pair, "/tokenize", KEY),
-                 "/invocations": door_status(pair, "/invocations", KEY)}
+        # Security review M1: the door asks the gateway box too for the cluster's engine key, and relays no other
+        # route. L7: each cluster has its own key: a client key, or the other cluster's engine key, is refused.
+        own = engine_key(node(head))
+        other = engine_key(node(next(h for p, h in HEADS.items() if p != pair)))
+        asked = {"no key": door_status(pair, "/v1/completions", ""),
+                 "a client key": door_status(pair, "/v1/completions", KEY),
+                 "the other cluster's engine key": door_status(pair, "/v1/completions", other),
+                 "/tokenize": door_status(pair, "/tokenize", own), "/invocations": door_status(pair, "/invocations", own)}
         print(f"{pair}: its door, asked from the gateway box: {asked}")
-        assert asked == {"no key": "401", "/tokenize": "404", "/invocations": "404"}, asked
+        assert own != other and own != KEY
+        assert asked == {"no key": "401", "a client key": "401", "the other cluster's engine key": "401",
+                         "/tokenize": "404", "/invocations": "404"}, asked
     # Security review L1: the configuration and client keys belong to a group only the gateway's container has.
     assert node_exec(GATEWAY, "stat", "-c", "%a %U %g", "/etc/dgxspark/gateway/keys").stdout.split() == [
         "640", "root", "64641"]
@@ -397,9 +405,10 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
     assert gateway_started_at() == started
     print(f"gateway: a client key added and removed by graceful reloads (the container started once, {started}); "
           "a rerun with nothing changed: changed=0 on every host")
-    # Security review, the secret sweep: the client keys and the engines' key (the same one here: L7) are in no
-    # process command line, no docker inspect and no log of the gateway box or a head, nor in the -vvv run's output.
-    secrets = {"client and engine key": KEY, "second client key": "second-client-key-123"}
+    # Security review, the secret sweep: the client keys and each cluster's engine key (L7) are in no process command
+    # line, no docker inspect and no log of the gateway box or a head, nor in the -vvv run's output.
+    secrets = {"client key": KEY, "second client key": "second-client-key-123",
+               **{f"{pair}'s engine key": engine_key(node(head)) for pair, head in HEADS.items()}}
     needles = {**secrets, **{f"{name} {algo}": hashlib.new(algo, value.encode()).hexdigest()
                              for name, value in secrets.items() for algo in ("sha256", "sha1", "md5")}}
     places = {"gateway.yml -vvv": again.stdout + again.stderr}

@@ -59,7 +59,8 @@ def haproxy_check(tmp_path, config, keys=None):
 @pytest.mark.parametrize("case", list(CASES))
 def test_haproxy_accepts_the_rendered_gateway(image, tmp_path, case):
     models, extra = CASES[case]
-    args = {"bind": "10.0.0.5", "port": 8000, "engine_key": "engine-key-0123456789"}
+    args = {"bind": "10.0.0.5", "port": 8000,
+            "engine_keys": {s["name"]: f"engine-key-of-{s['name']}" for servers in models.values() for s in servers}}
     args.update(extra)
     proc = haproxy_check(tmp_path, gw.render_gateway(models, **args), gw.render_keys(["client-key-0123", "k2-0123456"]))
     print(f"haproxy -c ({image}), gateway, {case}: rc {proc.returncode}, {(proc.stdout + proc.stderr).strip()}")
@@ -67,7 +68,8 @@ def test_haproxy_accepts_the_rendered_gateway(image, tmp_path, case):
 
 
 def test_haproxy_accepts_the_rendered_door(image, tmp_path):
-    door = gw.render_door("10.0.0.11", 8100, ["10.0.0.5", "fd00::5"], "engine-key-0123456789", target_port=8000)
+    door = gw.render_door("10.0.0.11", 8100, ["10.0.0.5", "fd00::5"], "engine-key-0123456789", target_port=8000,
+                          metrics_key="metrics-key-0123456789")
     proc = haproxy_check(tmp_path, door)
     print(f"haproxy -c ({image}), door: rc {proc.returncode}, {(proc.stdout + proc.stderr).strip()}")
     assert proc.returncode == 0, proc.stderr
@@ -75,7 +77,7 @@ def test_haproxy_accepts_the_rendered_door(image, tmp_path):
 
 def test_haproxy_refuses_a_broken_configuration_and_a_missing_keys_file(image, tmp_path):
     config = gw.render_gateway({"m": [{"name": "c", "address": "10.0.0.11", "port": 8100}]}, "10.0.0.5", 8000,
-                               "engine-key-0123456789")
+                               {"c": "engine-key-0123456789"})
     broken = haproxy_check(tmp_path, config.replace("balance leastconn", "balance no-such-algorithm"), "client-key-01\n")
     (tmp_path / "keys").unlink()
     missing = haproxy_check(tmp_path, config)
@@ -84,12 +86,13 @@ def test_haproxy_refuses_a_broken_configuration_and_a_missing_keys_file(image, t
 
 
 class Door(http.server.BaseHTTPRequestHandler):
-    """A cluster's door: answers every POST 200 with its name, and records the paths it was asked."""
+    """A cluster's door: answers every POST 200 with its name, and records the paths and bearer tokens it was asked."""
     protocol_version = "HTTP/1.1"
 
     def do_POST(self):  # noqa: N802 (http.server's name)
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.server.paths.append(self.path)
+        self.server.tokens.append(self.headers.get("Authorization", ""))
         body = json.dumps({"cluster": self.server.name}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -108,7 +111,7 @@ def live_gateway(image, tmp_path):
     doors = {}
     for name in ("pair1", "pair2"):
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Door)
-        server.name, server.paths = name, []
+        server.name, server.paths, server.tokens = name, [], []
         threading.Thread(target=server.serve_forever, daemon=True).start()
         doors[name] = server
     with socket.socket() as probe:
@@ -121,7 +124,8 @@ def live_gateway(image, tmp_path):
     models = {"m": [{"name": name, "address": "127.0.0.1", "port": d.server_address[1]} for name, d in doors.items()]}
 
     def write(**extra):
-        text = gw.render_gateway(models, "127.0.0.1", port, "engine-key-0123456789", check_interval=1,
+        text = gw.render_gateway(models, "127.0.0.1", port, {name: f"engine-key-of-{name}" for name in doors},
+                                 check_interval=1,
                                  socket=f"{run_dir}/admin.sock", **extra)
         (config_dir / "haproxy.cfg").write_text(text)
         (config_dir / "keys").write_text(gw.render_keys([CLIENT_KEY]))
@@ -186,6 +190,18 @@ def test_m7_the_gateway_forwards_inference_routes_alone(live_gateway):
     print(f"HAProxy 3.0, M7: 7 routes that are no inference route answered 404 by the gateway; the doors were asked "
           f"{paths} (health checks and the one completion)")
     assert set(paths) <= {"/v1/completions", "/v1/completions?stream=false"}, paths
+
+
+def test_l7_each_door_gets_its_own_cluster_key_and_never_a_client_key(live_gateway):
+    """Security review L7: at 4d7e9fc the gateway put one engine key, every cluster's, on every request and health
+    check. In HAProxy 3.0 now, each door is asked (completions and health checks alike) with its own cluster's key
+    alone, through the gateway's relay to it; the client's key stays at the gateway."""
+    conn = http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10)
+    answered = {post(conn, "/v1/completions")[1]["cluster"] for _i in range(8)}
+    tokens = {name: set(door.tokens) for name, door in live_gateway["doors"].items()}
+    print(f"HAProxy 3.0, L7: 8 completions answered by {sorted(answered)}; each door was asked with {tokens}")
+    assert answered == {"pair1", "pair2"}
+    assert tokens == {name: {f"Bearer engine-key-of-{name}"} for name in ("pair1", "pair2")}
 
 
 def test_l10_a_source_over_its_share_of_connections_is_answered_429(live_gateway):
@@ -300,21 +316,32 @@ ASKED_WITHOUT_A_GOOD_KEY = (("POST", "/v1/completions"), ("POST", "/tokenize"), 
                             ("GET", "/metrics"), ("GET", "/version"), ("GET", "/health"))
 
 
-def test_m1_a_request_to_a_door_without_the_engines_key_is_refused(image, tmp_path):
+METRICS_KEY = "metrics-key-0123456789"
+
+
+def test_m1_l7_a_request_to_a_door_without_the_cluster_engine_key_is_refused(image, tmp_path):
     """Security review M1: the door was a TCP relay whose only barrier was the source address, so an admitted host (a
-    monitoring box) reached every route of the engine, /tokenize and /invocations among them, with no key. The door
-    rendered today, in the lab's HAProxy 3.0, asks every request for the engines' key and relays the inference
-    routes, the model list, health and metrics alone."""
+    monitoring box) reached every route of the engine, /tokenize and /invocations among them, with no key. L7: one
+    engine key served every cluster, so one cluster's key opened every door. The door rendered today, in the lab's
+    HAProxy 3.0, asks every request for its own cluster's engine key (another cluster's is refused), admits the
+    monitoring hosts' metrics key for GET /metrics alone, and relays the inference routes, the model list, health and
+    metrics alone."""
     def render(port, target):
-        return gw.render_door("127.0.0.1", port, ["127.0.0.1"], ENGINE_KEY, target_port=target)
+        return gw.render_door("127.0.0.1", port, ["127.0.0.1"], ENGINE_KEY, target_port=target,
+                              metrics_key=METRICS_KEY)
 
     door = RunningDoor(image, tmp_path, render)
     try:
         refused = {(method, path, label): door.ask(method, path, key)[0]
                    for method, path in ASKED_WITHOUT_A_GOOD_KEY
                    for label, key in (("no key", None), ("another key", "client-key-0123456789"),
+                                      ("another cluster's engine key", "engine-key-of-another-cluster"),
                                       ("a prefix of the key", ENGINE_KEY[:-1]), ("the key and more", ENGINE_KEY + "0"))}
         assert set(refused.values()) == {401}, refused
+        metrics = {(method, path): door.ask(method, path, METRICS_KEY)[0] for method, path in ROUTES}
+        assert {route for route, status in metrics.items() if status != 401} == {("GET", "/metrics")}, metrics
+        assert metrics[("GET", "/metrics")] == 200
+        door.engine.asked.clear()
         routes = {(method, path): door.ask(method, path, ENGINE_KEY)[0] for method, path in ROUTES}
         print(f"HAProxy 3.0, M1: {len(refused)} requests without the engines' key answered 401; with it: {routes}; "
               f"the engine was asked {[(m, p) for m, p, _token in door.engine.asked]}")

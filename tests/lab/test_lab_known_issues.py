@@ -28,11 +28,13 @@ ISSUE = "nccl-cuda-graphs-multinode-deadlock"
 SOURCE = "https://github.com/vllm-project/vllm/issues/52504"
 # The mp backend with the stand-in image itself; bound to every interface so node 1 can ask itself on loopback.
 COMMON = ["-e", "vllm_serve_backend=mp", "-e", f"dgxspark_image={IMAGE}", "-e", "vllm_serve_host=0.0.0.0"]
+# With the cluster's own engine key (made on the head by vllm_serve), read there.
 ASK = """
 import json, sys, urllib.request
+key = [line.split("=", 1)[1].strip() for line in open("/etc/dgxspark/vllm/serve.env") if line.startswith("VLLM_API_KEY=")][0]
 req = urllib.request.Request("http://127.0.0.1:8000/v1/completions", method="POST",
     data=json.dumps({"model": "qwen3.5-122b-a10b-fp8", "prompt": "Hello there", "max_tokens": 16}).encode(),
-    headers={"Content-Type": "application/json", "Authorization": "Bearer lab-api-key-not-a-secret"})
+    headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})
 try:
     with urllib.request.urlopen(req, timeout=20) as resp:
         print("ANSWER", json.load(resp)["choices"][0]["text"])

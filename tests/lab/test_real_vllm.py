@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, mgmt_ip, node, node_exec, parse_adhoc, report, run, tested_with
+from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, engine_key, mgmt_ip, node, node_exec, parse_adhoc, report, run,
+                    tested_with)
 
 # The stand-in's build and test helpers (lab/engine), for the comparison below.
 sys.path[:0] = [str(REPO / "lab" / "engine"), str(REPO / "lab" / "engine" / "tests")]
@@ -54,9 +55,14 @@ def engine(i):
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def api(path, key=KEY, body=None, door=False):
+OWN_KEY = object()  # api()'s default: the engine's own key (the cluster's, on the head), or at the door the client key
+
+
+def api(path, key=OWN_KEY, body=None, door=False):
     """(status, parsed JSON or text) of a request to the engine (on the head's loopback, where it listens), or with
     DOOR to the head's door on its LAN address (where clients reach it), sent from the head node."""
+    if key is OWN_KEY:
+        key = KEY if door else engine_key(node(1))
     code = ("import json, sys, urllib.request as u\n"
             "req = u.Request(sys.argv[1], data=(sys.argv[3].encode() if sys.argv[3] else None),\n"
             "                headers={'Content-Type': 'application/json', **({'Authorization': 'Bearer ' + sys.argv[2]} if sys.argv[2] else {})})\n"

@@ -86,7 +86,7 @@ def test_a_deploy_without_a_vault_stops_at_its_first_task_naming_the_key_and_the
     """fails at 13f6075: with no vault.yml the key's template was undefined and skipped, and vllm_serve refused the
     empty key only after the download, the build and the sync."""
     failure = first_task_failure(run(tmp_path, "deploy_qwen35", MAIN, None))
-    assert ("host spark-1: no API key to serve with: dgxspark_api_key cannot be read (vault_dgxspark_api_key is "
+    assert ("host spark-1: no API key for the clients: dgxspark_api_key cannot be read (vault_dgxspark_api_key is "
             "undefined") in failure
     assert "ansible-vault encrypt" in failure and "--ask-vault-pass" in failure
 

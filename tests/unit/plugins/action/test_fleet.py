@@ -187,7 +187,7 @@ def test_an_operator_who_forgets_the_api_key_is_stopped_at_the_first_task_of_a_s
     result = run_on("s1", args={"require_api_key": True})
     assert result.get("failed") and "ansible_facts" not in result, result
     for member in ("s1", "s2"):
-        assert (f"host {member}: no API key to serve with: neither dgxspark_api_key nor vllm_serve_api_key is set"
+        assert (f"host {member}: no API key for the clients: dgxspark_api_key (the clients' key) is not set"
                 in result["msg"])
     assert "vllm_serve_allow_no_api_key: true" in result["msg"]
 
@@ -204,7 +204,7 @@ def test_an_undefined_vault_variable_behind_the_key_is_named_when_serving():
                 for h, v in HOSTVARS.items()}
     result = run_on("s2", hostvars=hostvars, args={"require_api_key": True})
     assert result.get("failed"), result
-    assert ("host s1: no API key to serve with: dgxspark_api_key cannot be read (vault_dgxspark_api_key is "
+    assert ("host s1: no API key for the clients: dgxspark_api_key cannot be read (vault_dgxspark_api_key is "
             "undefined") in result["msg"]
 
 

@@ -10,6 +10,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.filter.gateway_door import gateway_door
 
 
+ENV = "VLLM_API_KEY=engine-key-0123456789\n"
+
+
 def release(host):
     return {"endpoint": {"host": host, "port": 8000, "url": f"http://{host}:8000/v1"}}
 
@@ -28,38 +31,34 @@ def test_m3_exposure_is_judged_on_the_address_the_engine_bound(host, target, on_
 
 
 def test_a_fleet_served_without_any_key_gets_a_door_that_asks_for_none_and_still_filters_routes():
-    """vllm_serve_allow_no_api_key and no key at all (no gateway): at 4d7e9fc the filter refused the empty engines'
-    key, after the engine had started. Now the door asks for no key, relays the same routes, and sends no
-    Authorization to the keyless engine."""
-    door = gateway_door(release("127.0.0.1"), bind="192.168.1.20", port=8100, allowed=[], engine_key="",
+    """vllm_serve_allow_no_api_key and no client key (no gateway): at 4d7e9fc the filter refused the empty key, after
+    the engine had started. Now the door asks clients for no key and relays the same routes; the engine keeps its own
+    key (made per cluster), which the door puts on."""
+    door = gateway_door(release("127.0.0.1"), bind="192.168.1.20", port=8100, allowed=[], engine_env=ENV,
                         client_keys=[], allow_no_api_key=True)
     lines = [line.strip() for line in door["config"].splitlines()]
     assert door["clients"] and door["keys"] == "" and "bind 192.168.1.20:8000" in lines
     assert not [line for line in lines if "status 401" in line or "acl key_ok" in line]
     assert any(line.endswith("unless inference METH_POST || reads METH_GET") for line in lines)
-    assert lines[-2:] == ["http-request del-header Authorization", "server engine 127.0.0.1:8000"]
-
-
-def test_a_keyless_engine_behind_client_keys_gets_no_authorization_and_clients_still_need_a_key():
-    door = gateway_door(release("127.0.0.1"), bind="192.168.1.20", port=8100, allowed=[], engine_key="",
-                        client_keys=["client-key-0123456789"], allow_no_api_key=True)
-    lines = [line.strip() for line in door["config"].splitlines()]
-    assert door["keys"] == "client-key-0123456789\n"
-    assert any(line.startswith("http-request return status 401") for line in lines)
-    assert lines[-2:] == ["http-request del-header Authorization", "server engine 127.0.0.1:8000"]
+    assert lines[-2:] == ['http-request set-header Authorization "Bearer engine-key-0123456789"',
+                          "server engine 127.0.0.1:8000"]
 
 
 @pytest.mark.parametrize("kw", [
-    {"client_keys": [], "engine_key": ""},                 # no key anywhere, not allowed
-    {"client_keys": ["client-key-0123456789"], "engine_key": ""},  # a keyless engine, not allowed
-    {"client_keys": [], "engine_key": "engine-key-0123456789"},    # no client key, not allowed
+    {"client_keys": [], "engine_env": ENV},                            # no client key, not allowed
+    {"client_keys": ["client-key-0123456789"], "engine_env": ""},      # no engine key (a head never deployed)
+    {"client_keys": ["client-key-0123456789"], "engine_env": "OTHER=x\n"},
 ])
-def test_without_the_opt_in_a_missing_key_is_an_error(kw):
+def test_a_missing_key_is_an_error(kw):
     with pytest.raises(AnsibleFilterError, match="key"):
         gateway_door(release("127.0.0.1"), bind="192.168.1.20", port=8100, allowed=[], **kw)
 
 
-def test_a_door_for_gateways_is_never_keyless():
-    with pytest.raises(AnsibleFilterError, match="gateway_engine_api_key"):
-        gateway_door(release("127.0.0.1"), bind="192.168.1.20", port=8100, allowed=["192.168.1.5"], engine_key="",
-                     allow_no_api_key=True)
+def test_l7_the_door_takes_its_cluster_key_from_the_serving_env_file_and_admits_the_metrics_key_for_metrics_alone():
+    door = gateway_door(release("127.0.0.1"), bind="192.168.1.20", port=8100, allowed=["192.168.1.5"],
+                        engine_env="# made by vllm_serve\nVLLM_API_KEY=engine-key-0123456789\n",
+                        metrics_key="metrics-key-0123456789")
+    lines = [line.strip() for line in door["config"].splitlines()]
+    assert 'acl key_ok req.fhdr(authorization) -m str "Bearer engine-key-0123456789"' in lines
+    assert 'acl metrics_key req.fhdr(authorization) -m str "Bearer metrics-key-0123456789"' in lines
+    assert any(line.endswith("unless key_ok || metrics_key metrics METH_GET") for line in lines)

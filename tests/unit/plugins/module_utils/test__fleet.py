@@ -60,7 +60,7 @@ def test_a_gateway_or_prometheus_on_a_head_is_no_second_cluster():
 
 
 def test_m1_a_gateway_or_monitoring_host_that_is_a_fleet_node_is_told_what_it_can_reach():
-    """Security review M1: a service host that is also a node of the fleet holds the engines' key and is admitted at
+    """Security review M1: a service host that is also a node of the fleet holds every cluster's engine key (a gateway) and is admitted at
     every door, so its own cluster's code reaches every cluster's engine; it is warned, naming the clusters."""
     groups, hv = inv({"pair1": [("s1", "head"), ("s2", "worker")], "pair2": [("s3", "head"), ("s4", "worker")]})
     fleet = resolve_fleet(groups, hv)
@@ -71,6 +71,9 @@ def test_m1_a_gateway_or_monitoring_host_that_is_a_fleet_node_is_told_what_it_ca
     assert service_host_warnings("s3", fleet["nodes"], gateways, monitors) == []  # no service on it
     assert service_host_warnings("gw", fleet["nodes"], [{"host": "gw", "lan_ip": "10.0.0.5"}], []) == []  # no node
     assert service_host_warnings("s1", fleet["nodes"], [], monitors) == []  # no gateway: no door to reach through
+    # A monitoring host alone holds the metrics key, no engine key (security review L7).
+    (warning,) = service_host_warnings("s3", fleet["nodes"], gateways, [{"host": "s3", "lan_ip": "10.0.0.13"}])
+    assert "it holds the metrics key" in warning and "reads the /metrics of the engines of pair1, pair2" in warning
 
 
 def test_one_node_cluster_is_single():

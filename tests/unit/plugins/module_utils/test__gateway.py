@@ -10,13 +10,21 @@ import pytest
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway as gw
 
 KEY = "engine-key-0123456789"
+ENV = f"VLLM_API_KEY={KEY}\n"
 MODELS = {"qwen3-30b-a3b": [{"name": "pair1", "address": "10.0.0.11", "port": 8100},
                             {"name": "pair2", "address": "10.0.0.13", "port": 8100}],
           "qwen3.5-122b-a10b-fp8": [{"name": "cluster3", "address": "10.0.0.15", "port": 8100}]}
 
 
+class EveryClusterKey(dict):
+    """Each cluster's own engine key, for whichever clusters a test names."""
+
+    def get(self, key, default=None):
+        return f"engine-key-of-{key}"
+
+
 def render(**kw):
-    args = {"models": MODELS, "bind": "10.0.0.5", "port": 8000, "engine_key": KEY}
+    args = {"models": MODELS, "bind": "10.0.0.5", "port": 8000, "engine_keys": EveryClusterKey()}
     args.update(kw)
     return gw.render_gateway(**args)
 
@@ -31,10 +39,16 @@ def test_one_backend_per_model_one_server_per_cluster_named_as_the_cluster():
     text = render()
     backends = re.findall(r"^backend (\S+)$", text, re.M)
     assert backends == ["model_qwen3-30b-a3b", "model_qwen3.5-122b-a10b-fp8"]
+    # Each cluster's server is its relay (L7), named as the cluster; the relay holds the door's address.
     assert [line.split()[1:3] for line in section(text, "backend model_qwen3-30b-a3b") if line.strip().startswith("server ")] \
-        == [["pair1", "10.0.0.11:8100"], ["pair2", "10.0.0.13:8100"]]
+        == [["pair1", f"unix@/var/lib/dgxspark/gateway/{gw.relay_name('pair1')}.sock"],
+            ["pair2", f"unix@/var/lib/dgxspark/gateway/{gw.relay_name('pair2')}.sock"]]
     assert [line.split()[1:3] for line in section(text, "backend model_qwen3.5-122b-a10b-fp8")
-            if line.strip().startswith("server ")] == [["cluster3", "10.0.0.15:8100"]]
+            if line.strip().startswith("server ")] == [["cluster3",
+                                                        f"unix@/var/lib/dgxspark/gateway/{gw.relay_name('cluster3')}.sock"]]
+    assert [section(text, f"listen {gw.relay_name(c)}")[-1] for c in ("pair1", "pair2", "cluster3")] == [
+        "    server door 10.0.0.11:8100", "    server door 10.0.0.13:8100", "    server door 10.0.0.15:8100"]
+    assert gw.relay_name("pair1") != gw.relay_name("pair2") and re.fullmatch(r"door_[0-9a-f]{16}", gw.relay_name("x"))
     assert "    stats socket /var/lib/dgxspark/gateway/admin.sock mode 600 level admin" in text.splitlines()
     assert "    bind 10.0.0.5:8000" in text.splitlines()
     # Routing: each model to its own backend, on the body's model.
@@ -63,13 +77,41 @@ def test_v1_models_answers_the_union_of_the_models():
     assert '{"id":"qwen3.5-122b-a10b-fp8","object":"model","owned_by":"dgxspark"}' in line
 
 
-def test_the_engine_key_goes_on_forwarded_requests_and_health_checks_never_the_client_keys():
-    backend = section(render(), "backend model_qwen3-30b-a3b")
-    assert f'    http-request set-header Authorization "Bearer {KEY}"' in backend
+def test_l7_each_cluster_key_goes_to_its_own_door_alone_on_requests_and_health_checks_never_a_client_key():
+    """Security review L7: at 4d7e9fc every backend put one engine key, shared by every cluster, on its requests and
+    checks. Now each cluster's server is a relay of its own that puts that cluster's key on, for its door alone."""
+    keys = {"pair1": "key-of-pair1-0123", "pair2": "key-of-pair2-4567", "cluster3": "key-of-cluster3-89"}
+    text = render(engine_keys=keys)
+    backend = section(text, "backend model_qwen3-30b-a3b")
+    assert "    http-request del-header Authorization" in backend  # the client's key stays at the gateway
+    assert not [line for line in backend if "Bearer" in line]
     check = next(line for line in backend if "http-check send" in line)
-    assert f'hdr Authorization "Bearer {KEY}"' in check
     assert "meth POST uri /v1/completions" in check and '\'{"model":"qwen3-30b-a3b","prompt":"ping","max_tokens":1' in check
     assert "    http-check expect status 200" in backend
+    for cluster, address in (("pair1", "10.0.0.11:8100"), ("pair2", "10.0.0.13:8100"), ("cluster3", "10.0.0.15:8100")):
+        relay = section(text, f"listen {gw.relay_name(cluster)}")
+        assert relay[-1] == f"    server door {address}"
+        assert [line for line in relay if "Bearer" in line] == \
+            [f'    http-request set-header Authorization "Bearer {keys[cluster]}"']
+    assert text.count("Bearer key-of-") == 3
+
+
+@pytest.mark.parametrize("keys", [{"pair1": "key-of-pair1-0123"}, {"pair1": "x", "pair2": "y", "cluster3": "z"},
+                                  {"pair1": "k\"ey-1234", "pair2": "key-2-1234", "cluster3": "key-3-1234"}, None])
+def test_l7_a_cluster_without_a_usable_engine_key_is_refused_naming_it(keys):
+    with pytest.raises(gw.GatewayError, match="engine key"):
+        render(engine_keys=keys)
+
+
+def test_l7_engine_keys_come_from_each_head_serving_env_file():
+    clusters = {"pair1": {"head": "s1"}, "pair2": {"head": "s3"}, "pair3": {"head": "s5"}}
+    heads = {"s1": {"engine_env": "VLLM_API_KEY=key-of-pair1-0123\n"}, "s3": {"engine_env": "OTHER=1\n"}, "s5": {}}
+    assert gw.engine_keys(clusters, heads) == {"pair1": "key-of-pair1-0123"}
+    models, warnings = gw.gateway_models(
+        clusters, {h: dict(v, release={"served_model_name": "m"}, lan_ip="10.0.0.1") for h, v in heads.items()}, 8100)
+    assert [s["name"] for s in models["m"]] == ["pair1"]
+    assert [w.split(":")[0] for w in warnings] == ["cluster pair2", "cluster pair3"]
+    assert all("has no engine key" in w and "deploy the cluster again" in w for w in warnings)
 
 
 def test_retries_only_what_no_backend_started_and_sizes_the_buffer_for_the_body():
@@ -117,7 +159,7 @@ def test_ports_are_checked(port):
 def test_bind_may_be_every_address_and_ipv6_is_bracketed():
     assert "    bind 0.0.0.0:8000" in render(bind="0.0.0.0").splitlines()
     text = render(bind="fd00::5", models={"m": [{"name": "pair1", "address": "fd00::11", "port": 8100}]})
-    assert "    bind [fd00::5]:8000" in text.splitlines() and "    server pair1 [fd00::11]:8100" in text.splitlines()
+    assert "    bind [fd00::5]:8000" in text.splitlines() and "    server door [fd00::11]:8100" in text.splitlines()
     with pytest.raises(gw.GatewayError, match="gateway_bind"):
         render(bind="gateway.example")
 
@@ -139,8 +181,8 @@ def test_keys_that_could_break_a_line_are_refused_and_never_echoed(key):
     assert "gateway_api_keys[1]" in str(err.value)
     if key and len(key) > 3:
         assert key not in str(err.value)
-    with pytest.raises(gw.GatewayError, match="engines' API key") as err:
-        render(engine_key=key)
+    with pytest.raises(gw.GatewayError, match="engine key") as err:
+        render(engine_keys={"pair1": key, "pair2": "key-2-123456", "cluster3": "key-3-123456"})
     if key and len(key) > 3:
         assert key not in str(err.value)
 
@@ -188,7 +230,7 @@ def test_m1_m7_the_door_asks_every_request_for_the_engines_key_and_relays_infere
     refuse_404 = next(i for i, r in enumerate(rules) if r.startswith("http-request return status 404 ")
                       and r.endswith("unless inference METH_POST || reads METH_GET"))
     assert reject < key < refuse_401 < refuse_404 < rules.index("default_backend engine")
-    with pytest.raises(gw.GatewayError, match="engines' API key .*not a usable API key") as err:
+    with pytest.raises(gw.GatewayError, match="cluster's engine key .*not a usable API key") as err:
         gw.render_door("10.0.0.11", 8100, ["10.0.0.5"], "")
     with pytest.raises(gw.GatewayError, match="gateway_paths"):
         gw.render_door("10.0.0.11", 8100, ["10.0.0.5"], DOOR_KEY, paths=["/tokenize"])
@@ -209,10 +251,10 @@ def test_door_mistakes_are_refused(kw, match):
 
 def test_models_come_from_the_heads_release_records():
     clusters = {"pair1": {"head": "s1"}, "pair2": {"head": "s3"}, "pair3": {"head": "s5"}, "pair4": {"head": "s7"}}
-    heads = {"s1": {"release": {"served_model_name": "a"}, "lan_ip": "10.0.0.11"},
-             "s3": {"release": {"served_model_name": "b"}, "lan_ip": "10.0.0.13"},
-             "s5": {"release": {}, "lan_ip": "10.0.0.15"},
-             "s7": {"release": {"served_model_name": "a"}, "lan_ip": ""}}
+    heads = {"s1": {"release": {"served_model_name": "a"}, "lan_ip": "10.0.0.11", "engine_env": ENV},
+             "s3": {"release": {"served_model_name": "b"}, "lan_ip": "10.0.0.13", "engine_env": ENV},
+             "s5": {"release": {}, "lan_ip": "10.0.0.15", "engine_env": ENV},
+             "s7": {"release": {"served_model_name": "a"}, "lan_ip": "", "engine_env": ENV}}
     models, warnings = gw.gateway_models(clusters, heads, 8100)
     assert models == {"a": [{"name": "pair1", "address": "10.0.0.11", "port": 8100}],
                       "b": [{"name": "pair2", "address": "10.0.0.13", "port": 8100}]}
@@ -228,8 +270,8 @@ def test_m6_a_head_that_claims_another_clusters_model_gets_none_of_its_traffic()
     claimed another cluster's name joined that backend and received its tenants' prompts. The name comes from the
     inventory now (dgxspark_fleet.clusters' served_model_name)."""
     clusters = {"pa": {"head": "s1", "served_model_name": "big"}, "pb": {"head": "s3", "served_model_name": "small"}}
-    heads = {"s1": {"release": {"served_model_name": "big"}, "lan_ip": "10.0.0.11"},
-             "s3": {"release": {"served_model_name": "big"}, "lan_ip": "10.0.0.13"}}
+    heads = {"s1": {"release": {"served_model_name": "big"}, "lan_ip": "10.0.0.11", "engine_env": ENV},
+             "s3": {"release": {"served_model_name": "big"}, "lan_ip": "10.0.0.13", "engine_env": ENV}}
     models, warnings = gw.gateway_models(clusters, heads, 8100)
     assert models == {"big": [{"name": "pa", "address": "10.0.0.11", "port": 8100}]}
     assert warnings == ["cluster pb: its head s3's release serves 'big', but the inventory gives the cluster 'small' "

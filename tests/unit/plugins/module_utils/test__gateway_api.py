@@ -22,38 +22,47 @@ def line(backend, server, addr, port, op=2, admin=0):
 
 
 def config(models):
-    return gw.render_gateway(models, "10.0.0.5", 8000, "engine-key-0123456789")
+    return gw.render_gateway(models, "10.0.0.5", 8000, {c["name"]: f"key-of-{c['name']}" for servers in models.values()
+                                                        for c in servers})
 
 
 MODELS = {"m1": [{"name": "pair1", "address": "10.0.0.11", "port": 8100},
                  {"name": "pair2", "address": "fd00::13", "port": 8100}]}
+RELAY1 = gw.relay_name("pair1")
 
 
 def test_the_rendered_configuration_s_servers_are_read_back():
-    assert api.configured_servers(config(MODELS)) == {("model_m1", "pair1"): ("10.0.0.11", "8100"),
-                                                      ("model_m1", "pair2"): ("fd00::13", "8100")}
+    """Each cluster's server is its relay's socket (L7), for which HAProxy saves no address; the relays themselves
+    (listen sections) hold no state to keep."""
+    assert api.configured_servers(config(MODELS)) == {("model_m1", "pair1"): ("-", "0"),
+                                                      ("model_m1", "pair2"): ("-", "0")}
 
 
-def test_l8_a_drained_server_that_moved_keeps_its_drain_at_the_new_endpoint_marked_down():
-    dump = "\n".join(["1", HEADER, line("model_m1", "pair1", "10.0.0.11", 8100, admin=8),
-                      line("model_m1", "pair2", "fd00:0::13", 8100, admin=8),
-                      line("model_gone", "pair3", "10.0.0.15", 8100)]) + "\n"
+def test_l8_a_drained_cluster_whose_door_moved_keeps_its_drain_and_its_relay_goes_to_the_new_door():
+    """HAProxy applies a saved server's address over its configuration's (haproxy/haproxy#1412): the relay's saved
+    row would send the cluster's key to the door's old address. The relays' rows are left out of the saved state, so
+    the configuration's door address holds; the cluster's server keeps its drain."""
+    dump = "\n".join(["1", HEADER, line("model_m1", "pair1", "-", 0, admin=8), line(RELAY1, "door", "10.0.0.11", 8100),
+                      line("model_m1", "pair2", "-", 0, admin=8), line("model_gone", "pair3", "-", 0)]) + "\n"
     moved_models = {"m1": [{"name": "pair1", "address": "10.0.0.21", "port": 8100},
                            {"name": "pair2", "address": "fd00::13", "port": 8100}]}
     text, moved = api.state_for_config(dump, config(moved_models))
-    assert moved == ["model_m1/pair1"]
-    rows = [r.split() for r in text.splitlines()[2:]]
+    assert moved == []
     assert text.splitlines()[:2] == ["1", HEADER]
     header = HEADER[2:].split()
-    pair1 = dict(zip(header, rows[0]))
-    assert (pair1["srv_addr"], pair1["srv_port"], pair1["srv_op_state"], pair1["srv_admin_state"]) == (
-        "10.0.0.21", "8100", "0", "8")
-    # The same endpoint spelled another way is not a move; a server the configuration lacks is left out.
-    assert dict(zip(header, rows[1]))["srv_addr"] == "fd00:0::13" and len(rows) == 2
-    # A port change is a move too (the door's port).
-    _text, moved = api.state_for_config(dump, config({"m1": [{"name": "pair1", "address": "10.0.0.11", "port": 8200},
-                                                             {"name": "pair2", "address": "fd00::13", "port": 8100}]}))
+    rows = [dict(zip(header, r.split())) for r in text.splitlines()[2:]]
+    assert [(r["be_name"], r["srv_name"], r["srv_admin_state"]) for r in rows] == [("model_m1", "pair1", "8"),
+                                                                                  ("model_m1", "pair2", "8")]
+    assert f"listen {RELAY1}" in config(moved_models) and "    server door 10.0.0.21:8100" in config(moved_models)
+
+
+def test_l8_a_state_saved_before_the_relays_is_brought_to_them_and_keeps_its_drain():
+    """A state saved by 0.8 (each cluster's server at its door's address): the drain stays, at the relay."""
+    dump = "\n".join(["1", HEADER, line("model_m1", "pair1", "10.0.0.11", 8100, admin=8)]) + "\n"
+    text, moved = api.state_for_config(dump, config(MODELS))
     assert moved == ["model_m1/pair1"]
+    row = dict(zip(HEADER[2:].split(), text.splitlines()[2].split()))
+    assert (row["srv_addr"], row["srv_port"], row["srv_op_state"], row["srv_admin_state"]) == ("-", "0", "0", "8")
 
 
 def test_a_dump_that_is_not_haproxy_s_is_refused():
@@ -67,10 +76,12 @@ def test_l8_without_a_running_haproxy_the_saved_state_is_brought_to_the_new_conf
     assert client.save_state(str(tmp_path / "haproxy.cfg")) == []           # nothing saved, nothing made
     assert not (tmp_path / api.STATE_FILE).exists()
     (tmp_path / api.STATE_FILE).write_text("\n".join(["1", HEADER, line("model_m1", "pair1", "10.0.0.11", 8100,
-                                                                        admin=8)]) + "\n")
+                                                                        admin=8),
+                                                      line(RELAY1, "door", "10.0.0.11", 8100)]) + "\n")
     assert client.save_state(str(tmp_path / "haproxy.cfg")) == ["model_m1/pair1"]
-    saved = (tmp_path / api.STATE_FILE).read_text().splitlines()[2].split()
-    assert saved[4] == "10.0.0.21" and saved[6] == "8" and (tmp_path / api.STATE_FILE).stat().st_mode & 0o777 == 0o600
+    saved = (tmp_path / api.STATE_FILE).read_text().splitlines()[2:]
+    assert len(saved) == 1 and saved[0].split()[4] == "-" and saved[0].split()[6] == "8"
+    assert (tmp_path / api.STATE_FILE).stat().st_mode & 0o777 == 0o600
     with pytest.raises(api.GatewayError, match="cannot be read"):
         client.save_state(str(tmp_path / "missing.cfg"))
 

@@ -220,10 +220,11 @@ def test_a_vault_value_that_cannot_be_read_counts_as_set_and_is_never_shown():
 
 
 @pytest.mark.parametrize(("values", "named"), [
-    ({}, "neither dgxspark_api_key nor vllm_serve_api_key is set"),
+    ({}, "dgxspark_api_key (the clients' key) is not set"),
+    # The engine's own key is no client key (security review L7): the clients still have none.
+    ({"vllm_serve_api_key": "fine-key-1234"}, "dgxspark_api_key (the clients' key) is not set"),
     ({"dgxspark_api_key": ""}, "dgxspark_api_key is empty"),
     ({"dgxspark_api_key": None}, "dgxspark_api_key is empty"),
-    ({"dgxspark_api_key": "fine-key-1234", "vllm_serve_api_key": ""}, "vllm_serve_api_key is empty"),
     ({"dgxspark_api_key": "unreadable"}, "dgxspark_api_key cannot be read (vault_dgxspark_api_key is undefined"),
 ])
 def test_an_operator_who_forgets_the_api_key_is_stopped_before_the_download(values, named):
@@ -233,14 +234,17 @@ def test_an_operator_who_forgets_the_api_key_is_stopped_before_the_download(valu
     values = {k: i.Unreadable("vault_dgxspark_api_key") if v == "unreadable" else v for k, v in values.items()}
     problems = i.check_secrets("spark-a1", values, require_api_key=True)
     assert len(problems) == 1, problems
-    assert problems[0].startswith("host spark-a1: no API key to serve with: " + named), problems[0]
+    assert problems[0].startswith("host spark-a1: no API key for the clients: " + named), problems[0]
     assert "`openssl rand -hex 32`" in problems[0] and "vllm_serve_allow_no_api_key: true" in problems[0]
     assert 'dgxspark_api_key: "{{ vault_dgxspark_api_key }}"' in problems[0]
 
 
 def test_a_key_or_an_explicit_no_key_serves_and_playbooks_that_do_not_serve_need_none():
     assert i.check_secrets("s1", {"dgxspark_api_key": "fine-key-1234"}, require_api_key=True) == []
-    assert i.check_secrets("s1", {"vllm_serve_api_key": "fine-key-1234"}, require_api_key=True) == []
+    assert i.check_secrets("s1", {"dgxspark_api_key": "fine-key-1234", "vllm_serve_api_key": ""},
+                           require_api_key=True) == []
+    assert i.check_secrets("s1", {"dgxspark_api_key": "fine-key-1234", "vllm_serve_api_key": "engine-key-5678"},
+                           require_api_key=True) == []
     assert i.check_secrets("s1", {"vllm_serve_allow_no_api_key": True}, require_api_key=True) == []
     assert i.check_secrets("s1", {"vllm_serve_allow_no_api_key": "true"}, require_api_key=True) == []
     assert i.check_secrets("s1", {"vllm_serve_allow_no_api_key": "false"}, require_api_key=True) != []
@@ -300,3 +304,14 @@ def test_m5_the_textfile_directory_is_checked_and_may_be_the_sites_own(variable)
         assert len(problems) == 1 and problems[0].startswith(f"host spark-1: {variable} ") and "set it to" in problems[0]
     for good in ("/var/lib/dgxspark/metrics", "/var/lib/prometheus/node-exporter"):
         assert i.check_host("spark-1", {variable: good}) == []
+
+
+@pytest.mark.parametrize("require_api_key", [True, False])
+def test_l7_an_engine_key_that_is_a_client_key_is_refused_naming_the_fix(require_api_key):
+    """Security review L7: at 4d7e9fc the engine's key defaulted to the clients' key, shared by every cluster. Each
+    cluster now makes its own; one set to a client's key is refused, naming the variable and the fix, never the key."""
+    problems = i.check_secrets("s1", {"dgxspark_api_key": "shared-key-1234", "vllm_serve_api_key": "shared-key-1234"},
+                               require_api_key=require_api_key)
+    assert len(problems) == 1 and "shared-key-1234" not in problems[0], problems
+    assert problems[0].startswith("host s1: vllm_serve_api_key is the same key as dgxspark_api_key")
+    assert "remove the line that sets vllm_serve_api_key" in problems[0]
