@@ -51,9 +51,9 @@ description:
     the line to add to C(group_vars/all/main.yml) - a token only in the vault reaches no download. A vault value is
     never shown; one that cannot be decrypted counts as set.
   - With O(require_api_key) (the preflight's first task, so every playbook that serves), a member of the cluster
-    without an API key - C(vllm_serve_api_key), else C(dgxspark_api_key), unset, empty or whose template names an
-    undefined variable - fails naming the variable and how to make, store and map a key, unless
-    C(vllm_serve_allow_no_api_key) is true.
+    without a client key - C(dgxspark_api_key) unset, empty or whose template names an undefined variable - fails
+    naming the variable and how to make, store and map a key, unless C(vllm_serve_allow_no_api_key) is true. A
+    C(vllm_serve_api_key) (the engine's own key, made per cluster when unset) equal to C(dgxspark_api_key) fails too.
   - The fabric a node reports (O(fabric), from M(dgxspark.vllm.rdma_facts)) is checked the same way - IP addresses,
     interface names, and environment variables without newlines or quotes - before any member reads it.
 extends_documentation_fragment:
