@@ -377,32 +377,41 @@ def lan_status(method, path, key=None):
 
 
 def test_without_gateways_a_keyless_fleet_gets_a_filtering_door_and_an_engine_on_the_lan_gets_none(deployed):
-    """Two operator traps of the door without gateways (0.8.0, as of 4d7e9fc), where both deploys failed:
+    """Two operator traps of the door without gateways (0.8.0, as of 4d7e9fc), where the deploy failed:
     - vllm_serve_allow_no_api_key with no key at all: the door's rendering asked for the engines' key after the
-      engine had started. Now the door asks for no key and still relays only its routes.
-    - vllm_serve_host on the LAN (here 0.0.0.0): the door held the engine's port of the LAN address and the new
-      engine could not bind it. Now the door goes before the engine starts, and the run says the engine has no
-      door."""
+      engine had started. Now the door asks for no key and still relays only its routes (the engine keeps a key of its
+      own, so the door alone differs: gateway.yml renders it, as the deploy's last play does).
+    - vllm_serve_host on the LAN (here 0.0.0.0, with the switch to the mp backend the next test makes anyway): the
+      door held the engine's port of the LAN address and the new engine could not bind it. Now the door goes before
+      the engine starts, and the run says the engine has no door. The next test deploys the default bind again."""
     assert deployed.returncode == 0, deployed.stdout[-3000:]
-    keyless = deploy("-e", "vllm_serve_allow_no_api_key=true", "-e", "dgxspark_api_key=")
-    assert keyless.returncode == 0, keyless.stdout[-5000:]
-    assert "dgxspark-door" in node_exec(node(1), "docker", "ps", "--format", "{{.Names}}").stdout.split()
-    assert lan_status("GET", "/v1/models") == 200
-    assert [lan_status("POST", path) for path in ("/tokenize", "/invocations")] == [404, 404]
-    assert [lan_status("GET", path) for path in ("/version", "/ping")] == [404, 404]
+    keyless = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "gateway.yml"),
+                   "-e", "vllm_serve_allow_no_api_key=true", "-e", "dgxspark_api_key="], check=False,
+                  env=ansible_env())
+    try:
+        assert keyless.returncode == 0, keyless.stdout[-5000:]
+        assert lan_status("GET", "/v1/models") == 200
+        assert [lan_status("POST", path) for path in ("/tokenize", "/invocations")] == [404, 404]
+        assert [lan_status("GET", path) for path in ("/version", "/ping")] == [404, 404]
+    finally:
+        keyed = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "gateway.yml")],
+                    check=False, env=ansible_env())
+    assert keyed.returncode == 0 and lan_status("GET", "/v1/models") == 401, keyed.stdout[-3000:]
 
-    on_lan = deploy("-e", "vllm_serve_host=0.0.0.0")
+    on_lan = deploy("-e", "vllm_serve_host=0.0.0.0", "-e", "vllm_serve_backend=mp")
     assert on_lan.returncode == 0, on_lan.stdout[-5000:]
     assert "dgxspark-door" not in node_exec(node(1), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert "so it answers on the LAN itself, with no door" in " ".join(on_lan.stdout.split())
-    # The engine itself answers: its key on /v1, and /version without one (vLLM's key guards /v1 alone).
-    assert [lan_status("GET", "/v1/models"), lan_status("GET", "/v1/models", KEY)] == [401, 200]
+    # The engine itself answers: its own key on /v1 (no client's), and /version without one (vLLM's key guards /v1
+    # alone).
+    assert [lan_status("GET", "/v1/models"), lan_status("GET", "/v1/models", KEY)] == [401, 401]
+    assert lan_status("GET", "/v1/models", engine_key(node(1))) == 200
     assert lan_status("GET", "/version") == 200
-    # The next test deploys with the default bind again: the engine on 127.0.0.1, its door back on the LAN.
 
 
 def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
-    # The same pipeline with vLLM's own multi-node mode: a rank per node, the worker headless, no Ray container left.
+    # The same pipeline with vLLM's own multi-node mode: a rank per node, the worker headless, no Ray container left
+    # (the test above switched to it, on the LAN; this deploy binds the default, 127.0.0.1 behind the door, again).
     first = deploy("-e", "vllm_serve_backend=mp")
     assert first.returncode == 0, first.stdout[-5000:]
     flat = " ".join(first.stdout.split())
