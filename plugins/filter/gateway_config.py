@@ -17,10 +17,10 @@ description:
   the runtime API socket is C(/var/lib/dgxspark/gateway/admin.sock) (what rollouts drain and re-admit through).
 - Every value is validated (names, addresses, ports, keys) before it reaches a line; a bad one fails the filter
   with a sentence naming the variable and the fix (never the key itself).
-- Each cluster gets its own engine key (security review L7), read from its head's serving env file: each model's
-  backend balances over one local relay per cluster (C(listen door_<n>), a socket beside the runtime API's), which
-  puts that cluster's key on the request and sends it to that cluster's door alone. A client's key stays at the
-  gateway.
+- Each cluster gets its own engine key (security review L7), read from its head's serving env file. Each model's
+  backend balances over one local relay per cluster (C(listen door_<digest>), a socket beside the runtime API's),
+  which puts that cluster's key on the request and sends it to that cluster's door alone. A client's key stays at
+  the gateway.
 - The result holds secrets (each cluster's engine key in the configuration, the client keys); tasks passing it use
   C(no_log).
 positional: _input
