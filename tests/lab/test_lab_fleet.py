@@ -457,6 +457,26 @@ def test_a0_a_rollout_stops_before_the_switch_when_a_worker_lacks_the_previous_i
     assert serving("pair2")
 
 
+def test_a0_a_rollout_stops_before_staging_when_the_head_has_no_engine_key_of_its_own(fleet):
+    """An upgrade trap of 0.9.0 (L7): each cluster's engine key is made by a deploy, and a rollout keeps the doors and
+    the gateway as they are. A rollout run first after the upgrade would bring the engine back on a key no door sends
+    and never admit it again: it stops before anything is staged, naming the fix."""
+    containers_before = {i: node_exec(node(i), "docker", "ps", "--format", "{{.ID}} {{.Names}}").stdout for i in (3, 4)}
+    node_exec(node(3), "mv", "/etc/dgxspark/vllm/engine.key", "/etc/dgxspark/vllm/engine.key.aside")
+    try:
+        proc = play(ROLLOUT, "-l", "pair2", "-e", f"dgxspark_image={NEW}")
+    finally:
+        node_exec(node(3), "mv", "/etc/dgxspark/vllm/engine.key.aside", "/etc/dgxspark/vllm/engine.key")
+    text = flat(proc)
+    assert proc.returncode != 0
+    assert (f"pair2: its head {node(3)} has no engine key of its own (/etc/dgxspark/vllm/engine.key, made by a deploy "
+            "since 0.9.0)") in text and "Run deploy.yml (or deploy_qwen35.yml) on the fleet once, then the rollout" \
+        in text, text[-4000:]
+    assert "Stage - " not in proc.stdout  # nothing staged: no image built, no weights or image moved
+    assert {i: node_exec(node(i), "docker", "ps", "--format", "{{.ID}} {{.Names}}").stdout for i in (3, 4)} == containers_before
+    assert serving("pair2")
+
+
 @pytest.mark.slow  # a failed rollout rolled back by ID: molecule's rollout scenario in make test; make lab-test
 def test_a_rollout_whose_new_image_fails_on_pair2_rolls_pair2_back_and_stops(fleet, tmp_path):
     before = {pair: release(pair) for pair in HEADS}
