@@ -472,7 +472,8 @@ def test_a0_a_rollout_stops_before_staging_when_the_head_has_no_engine_key_of_it
     assert (f"pair2: its head {node(3)} has no engine key of its own (/etc/dgxspark/vllm/engine.key, made by a deploy "
             "since 0.9.0)") in text and "Run deploy.yml (or deploy_qwen35.yml) on the fleet once, then the rollout" \
         in text, text[-4000:]
-    assert "Stage - " not in proc.stdout  # nothing staged: no image built, no weights or image moved
+    # Nothing pulled or staged: no image pulled, built or moved, no weights moved.
+    assert "Pull dgxspark_image" not in proc.stdout and "Stage - " not in proc.stdout
     assert {i: node_exec(node(i), "docker", "ps", "--format", "{{.ID}} {{.Names}}").stdout for i in (3, 4)} == containers_before
     assert serving("pair2")
 
