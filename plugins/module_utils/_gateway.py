@@ -297,6 +297,11 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
     # Named after the cluster (a digest: a socket's path has at most 107 bytes), so that a relay stays the cluster's
     # whatever clusters come or go: a server's saved state is kept by name.
     relay = {cluster: relay_name(cluster) for cluster in clusters}
+    # A unix socket's path has at most 107 bytes, and HAProxy binds <path>.<pid>.tmp first, then renames it.
+    if len(f"{run_dir}/{relay_name('')}.sock") + len(".4194304.tmp") > 107:
+        raise GatewayError(f"the gateway's run directory {run_dir} (gateway_run_dir) is too long for the relays' unix "
+                           f"sockets (a path of at most 107 bytes): use a directory of at most "
+                           f"{107 - len('.4194304.tmp') - len(relay_name('')) - 6} characters")
     doors = {}
     for model, servers in models.items():
         body = check_body.replace('"model":""', f'"model":{json.dumps(model)}')

@@ -7,10 +7,13 @@ import http.client
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -117,9 +120,10 @@ def live_gateway(image, tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config_dir, run_dir = tmp_path / "etc", tmp_path / "run"
-    for directory in (config_dir, run_dir):
-        directory.mkdir()
+    # The runtime API's and the relays' unix sockets: a path of at most 107 bytes, with HAProxy's temporary name
+    # (<path>.<pid>.tmp) beside it; pytest-xdist's tmp_path is too long for it, so a short directory of its own.
+    config_dir, run_dir = tmp_path / "etc", Path(tempfile.mkdtemp(prefix="gw-", dir="/tmp"))
+    config_dir.mkdir()
     os.chown(run_dir, 99, 99)
     models = {"m": [{"name": name, "address": "127.0.0.1", "port": d.server_address[1]} for name, d in doors.items()]}
 
@@ -162,8 +166,10 @@ def live_gateway(image, tmp_path):
         wait_up()
 
     wait_up()
-    yield {"port": port, "doors": doors, "api": client, "reload": reload, "run_dir": run_dir, "container": name}
+    yield {"port": port, "doors": doors, "api": client, "reload": reload, "run_dir": run_dir, "config_dir": config_dir,
+           "container": name}
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    shutil.rmtree(run_dir, ignore_errors=True)
     for door in doors.values():
         door.shutdown()
 
@@ -220,7 +226,7 @@ def test_l8_a_drain_survives_a_reload_of_haproxy_3_0(live_gateway):
     client = live_gateway["api"]
     for backend in ("model_m",):
         client.set_state(backend, "pair1", "drain")
-    client.save_state(str(live_gateway["run_dir"].parent / "etc" / "haproxy.cfg"))
+    client.save_state(str(live_gateway["config_dir"] / "haproxy.cfg"))
     saved = (live_gateway["run_dir"] / gwapi.STATE_FILE).read_text()
     assert saved.startswith("1\n# be_id ") and " pair1 " in saved
     live_gateway["reload"](max_conn_per_source=5)   # a changed configuration: a graceful reload

@@ -340,3 +340,11 @@ def test_m1_a_door_for_clients_asks_for_a_client_key_and_sends_the_engines_key_o
     assert back[1:] == [f'http-request set-header Authorization "Bearer {DOOR_KEY}"', "server engine 127.0.0.1:8000"]
     with pytest.raises(gw.GatewayError, match="admits every source"):
         gw.render_door("10.0.0.11", 8000, ["10.0.0.5"], DOOR_KEY, clients=True)
+
+
+def test_a_run_directory_too_long_for_the_relays_unix_sockets_is_refused():
+    """The relays' sockets live beside the runtime API's (gateway_run_dir): a unix socket's path has at most 107
+    bytes, and HAProxy binds a temporary name beside it first; a longer one would leave the gateway unable to start."""
+    assert "door_" in render(socket="/" + "d" * 60 + "/admin.sock")
+    with pytest.raises(gw.GatewayError, match="gateway_run_dir.*too long"):
+        render(socket="/" + "d" * 70 + "/admin.sock")
