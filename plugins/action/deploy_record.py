@@ -32,6 +32,8 @@ RUN_FACTS = frozenset((
     "image_pull_result", "image_pull_pulled", "image_pull_found",
     # Not an input: it sends every cluster through the whole deploy, whose record is the same.
     "dgxspark_full_run",
+    # rollout.yml's look for each head's engine key (before the read; a deploy has none): not an input.
+    "rollout_engine_key",
 ))
 # The variables of the role that compares and records (dgxspark.vllm.deploy_state): how a deploy is compared with its
 # record, not what it is asked.

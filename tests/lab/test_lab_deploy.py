@@ -363,7 +363,6 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert again.returncode == 0 and f"{node(1)} goes through the whole deploy" not in again.stdout, again.stdout[-3000:]
 
 
-@pytest.mark.slow  # mp across nodes: test_real_vllm (real vLLM) and test_lab_known_issues (stand-in) in make test
 def lan_status(method, path, key=None):
     """The status the head's LAN address answers the controller on the API port for METHOD PATH (with KEY)."""
     request = urllib.request.Request(f"{api_url(1).rsplit('/v1', 1)[0]}{path}", method=method,
@@ -381,9 +380,9 @@ def test_without_gateways_a_keyless_fleet_gets_a_filtering_door_and_an_engine_on
     - vllm_serve_allow_no_api_key with no key at all: the door's rendering asked for the engines' key after the
       engine had started. Now the door asks for no key and still relays only its routes (the engine keeps a key of its
       own, so the door alone differs: gateway.yml renders it, as the deploy's last play does).
-    - vllm_serve_host on the LAN (here 0.0.0.0, with the switch to the mp backend the next test makes anyway): the
-      door held the engine's port of the LAN address and the new engine could not bind it. Now the door goes before
-      the engine starts, and the run says the engine has no door. The next test deploys the default bind again."""
+    - vllm_serve_host on the LAN (here 0.0.0.0): the door held the engine's port of the LAN address and the new
+      engine could not bind it. Now the door goes before the engine starts, and the run says the engine has no door.
+      The default deploy then puts the engine back on 127.0.0.1 behind its door, as the tests after this one expect."""
     assert deployed.returncode == 0, deployed.stdout[-3000:]
     keyless = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "gateway.yml"),
                    "-e", "vllm_serve_allow_no_api_key=true", "-e", "dgxspark_api_key="], check=False,
@@ -398,7 +397,7 @@ def test_without_gateways_a_keyless_fleet_gets_a_filtering_door_and_an_engine_on
                     check=False, env=ansible_env())
     assert keyed.returncode == 0 and lan_status("GET", "/v1/models") == 401, keyed.stdout[-3000:]
 
-    on_lan = deploy("-e", "vllm_serve_host=0.0.0.0", "-e", "vllm_serve_backend=mp")
+    on_lan = deploy("-e", "vllm_serve_host=0.0.0.0")
     assert on_lan.returncode == 0, on_lan.stdout[-5000:]
     assert "dgxspark-door" not in node_exec(node(1), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert "so it answers on the LAN itself, with no door" in " ".join(on_lan.stdout.split())
@@ -408,10 +407,15 @@ def test_without_gateways_a_keyless_fleet_gets_a_filtering_door_and_an_engine_on
     assert lan_status("GET", "/v1/models", engine_key(node(1))) == 200
     assert lan_status("GET", "/version") == 200
 
+    back = deploy()
+    assert back.returncode == 0, back.stdout[-5000:]
+    assert "dgxspark-door" in node_exec(node(1), "docker", "ps", "--format", "{{.Names}}").stdout.split()
+    assert [lan_status("GET", "/v1/models"), lan_status("GET", "/version", KEY)] == [401, 404]
 
+
+@pytest.mark.slow  # mp across nodes: test_real_vllm (real vLLM) and test_lab_known_issues (stand-in) in make test
 def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
-    # The same pipeline with vLLM's own multi-node mode: a rank per node, the worker headless, no Ray container left
-    # (the test above switched to it, on the LAN; this deploy binds the default, 127.0.0.1 behind the door, again).
+    # The same pipeline with vLLM's own multi-node mode: a rank per node, the worker headless, no Ray container left.
     first = deploy("-e", "vllm_serve_backend=mp")
     assert first.returncode == 0, first.stdout[-5000:]
     flat = " ".join(first.stdout.split())
@@ -431,7 +435,7 @@ def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     assert '"--headless"' in worker_cmd and '"--node-rank","1"' in worker_cmd.replace(", ", ","), worker_cmd
     chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))], env=dict(os.environ, DEMO_API_KEY=KEY))
     assert "assistant: " in chat.stdout
-    # The engine on 127.0.0.1 again (after the test above put it on the LAN), its door in front.
+    # The engine on 127.0.0.1, its door in front.
     assert [lan_status("GET", "/v1/models"), lan_status("GET", "/version", KEY)] == [401, 404]
     before = node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout
     second = deploy("-e", "vllm_serve_backend=mp")
@@ -973,7 +977,6 @@ def test_both_nodes_restarted_head_last_serve_again_without_ansible(watched):
     assert restarts == [], restarts  # the reboot needed no recovery: a loading engine is left alone
 
 
-@pytest.mark.slow  # the watchdog's restart: test_a_stalled_engine_is_detected... in make test; the cap: make lab-test
 def failed_in_prometheus():
     """{(cluster, value)} of the watchdog's dgxspark_watchdog_failed in Prometheus (from the head's node exporter),
     and whether DgxsparkClusterFailed fires."""
@@ -984,6 +987,7 @@ def failed_in_prometheus():
     return series, [a["labels"].get("cluster") for a in firing]
 
 
+@pytest.mark.slow  # the watchdog's restart: test_a_stalled_engine_is_detected... in make test; the cap: make lab-test
 def test_a_cluster_that_can_never_start_stops_at_the_cap_stays_failed_through_a_reboot_and_a_deploy_serves_it(
         watched, monitored):
     assert monitored["first"].returncode == 0
