@@ -179,9 +179,9 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
 
     ENGINE_KEYS ({cluster: its engine key}, security review L7): each cluster's key goes to its own door alone. A
     model's backend balances over its clusters' servers; each server is a local socket (beside SOCKET) of a relay of
-    its own (``door_<digest of the cluster's name>``, :func:`relay_name`), which puts that cluster's key on the request and forwards it to the
-    cluster's door. (HAProxy sets a header in a backend before it picks the server, so one backend cannot send each
-    server a key of its own.) A client's key never goes past the gateway.
+    its own (:func:`relay_name`), which puts that cluster's key on the request and forwards it to the cluster's door.
+    (HAProxy sets a header in a backend before it picks the server, so one backend cannot send each server a key of
+    its own.) A client's key never goes past the gateway.
     """
     models = normalise_models(models)
     paths = check_paths(paths)

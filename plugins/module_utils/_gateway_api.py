@@ -102,7 +102,7 @@ def _int(value) -> int:
 
 def servers_named(rows: list[dict], states: dict[tuple[str, str], int], server: str) -> list[dict]:
     """Every model backend's server called SERVER: backend, status (health checks), admin state, sessions, queue.
-    The clusters' relays (``door_<n>``, each with one server ``door``) are not model backends."""
+    The clusters' relays (``door_<digest>``, each with one server ``door``) are not model backends."""
     found = []
     for row in rows:
         if row.get("svname") != server or not str(row.get("pxname", "")).startswith(MODEL_PREFIX):
