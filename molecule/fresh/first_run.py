@@ -28,9 +28,11 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tarfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -247,6 +249,11 @@ def cmd_deploy(work: Path) -> None:
     recap = re.findall(r"^\S+\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", proc.stdout, re.M)
     if proc.returncode or not recap:
         raise SystemExit(f"first_run: the deploy failed ({proc.returncode})")
+    # The quickstart's operator notes the gateway's certificate fingerprint the run prints last (gateway_tls).
+    printed = re.findall(r"TLS certificate SHA-256 ([0-9A-F:]{95})", " ".join(proc.stdout.split()))
+    if not printed:
+        raise SystemExit("first_run: the deploy printed no TLS certificate fingerprint of the gateway")
+    (work / "gateway-fingerprint").write_text(printed[-1] + "\n")
     print(f"first_run: changed={sum(int(c) for c, _u, _f in recap)}")
 
 
@@ -262,15 +269,49 @@ def cmd_verify(work: Path) -> None:
         raise SystemExit("first_run: the vault does not hold the key the quickstart made")
     body = json.dumps({"model": "qwen3.5-122b-a10b-fp8", "max_tokens": 16,
                        "messages": [{"role": "user", "content": "Hello"}]}).encode()
-    url = f"http://{lab.gateway_ip()}:8000/v1/chat/completions"
+    # The quickstart's `openssl s_client ... | openssl x509 > gateway.pem` and its fingerprint check, then
+    # `curl --cacert gateway.pem`: the certificate is trusted alone, once its fingerprint is the one the run printed.
+    served = ssl.get_server_certificate((lab.gateway_ip(), 8000))
+    seen = ":".join(f"{b:02X}" for b in hashlib.sha256(ssl.PEM_cert_to_DER_cert(served)).digest())
+    printed = (work / "gateway-fingerprint").read_text().strip()
+    if seen != printed:
+        raise SystemExit(f"first_run: the gateway serves a certificate of fingerprint {seen}, the run printed {printed}")
+    url = f"https://{lab.gateway_ip()}:8000/v1/chat/completions"
     request = urllib.request.Request(url, data=body, method="POST", headers={
         "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310 (the lab's gateway)
+    context = ssl.create_default_context(cadata=served)
+    with urllib.request.urlopen(request, timeout=120, context=context) as response:  # noqa: S310 (the lab's gateway)
         reply = json.loads(response.read())
     text = reply["choices"][0]["message"]["content"]
     if reply.get("model") != "qwen3.5-122b-a10b-fp8" or not text:
         raise SystemExit(f"first_run: the gateway's answer is not a completion of the served model: {reply}")
     print(f"first_run: {url} answered with {reply['model']}: {text[:60]!r}")
+    if MONITORING_GROUP in yaml.safe_load((work / "operator" / "inventory" / "hosts.yml").read_text())["all"]["children"]:
+        print(f"first_run: Prometheus scrapes the gateway at {prometheus_scrapes_gateway(lab)}")
+
+
+# Prometheus's targets, asked on the gateway box (it listens on its loopback): the gateway job's (url, health, error).
+TARGETS_PY = """
+import json, urllib.request
+active = json.load(urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets", timeout=10))["data"]["activeTargets"]
+print(json.dumps([[t["scrapeUrl"], t["health"], t["lastError"]] for t in active if t["labels"]["job"] == "gateway"]))
+"""
+
+
+def prometheus_scrapes_gateway(lab, wait: float = 90.0) -> str:
+    """The gateway job's scrape URL once its target is up: over HTTPS, trusting the gateway's certificate alone (M2)."""
+    deadline = time.monotonic() + wait
+    while True:
+        proc = subprocess.run(["docker", "exec", lab.GATEWAY_NODE, "python3", "-c", TARGETS_PY], text=True,
+                              capture_output=True, check=False)
+        found = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else []
+        if len(found) == 1 and found[0][1] == "up":
+            if not found[0][0].startswith("https://"):
+                raise SystemExit(f"first_run: Prometheus scrapes the gateway over plain HTTP: {found}")
+            return found[0][0]
+        if time.monotonic() > deadline:
+            raise SystemExit(f"first_run: Prometheus's gateway target is not up: {found or proc.stderr[-500:]}")
+        time.sleep(2)
 
 
 def main(argv: list[str]) -> None:

@@ -94,6 +94,13 @@ options:
     type: int
     default: 128
     version_added: 0.6.0
+  tls:
+    description:
+      - Clients reach the gateway over HTTPS only (TLS 1.2 or newer), with the certificate and key in C(tls.pem) beside
+        the configuration (M(dgxspark.vllm.tls_identity) keeps or makes them); V(false) serves plain HTTP.
+    type: bool
+    default: true
+    version_added: 0.10.0
 """
 
 EXAMPLES = r"""
@@ -118,13 +125,13 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 def gateway_config(models, bind=None, port=None, clusters=None, heads=None, keys=None, max_body=1048576, maxconn=512,
                    check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600, paths=_gateway.PATHS,
-                   max_conn_per_source=128):
+                   max_conn_per_source=128, tls=True):
     try:
         return {"config": _gateway.render_gateway(models, bind, port, _gateway.engine_keys(clusters, heads),
                                                   max_body=max_body, maxconn=maxconn,
                                                   check_interval=check_interval, check_timeout=check_timeout,
                                                   timeout=timeout, hard_stop_after=hard_stop_after, paths=paths,
-                                                  max_conn_per_source=max_conn_per_source),
+                                                  max_conn_per_source=max_conn_per_source, tls=bool(tls)),
                 "keys": _gateway.render_keys(keys)}
     except _gateway.GatewayError as exc:
         raise AnsibleFilterError(f"gateway_config: {exc}") from exc

@@ -75,6 +75,13 @@ options:
     description: The gateways' listening address when set (C(gateway_bind)); empty means their LAN address.
     type: str
     default: ''
+  gateway_certificates:
+    description:
+      - The certificates of the gateways that serve TLS, by gateway host (their C(tls.crt)). Prometheus scrapes those
+        over HTTPS and trusts these certificates alone; a gateway without one is scraped over plain HTTP.
+    type: dict
+    default: {}
+    version_added: 0.10.0
 """
 
 EXAMPLES = r"""
@@ -99,12 +106,14 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway, _mo
 
 
 def monitoring_config(clusters, nodes=None, hints=None, releases=None, gateways=None, monitor=None, settings=None,
-                      engine_key="", gateway_key="", node_port=9100, door_port=8100, gateway_port=8000, gateway_bind=""):
+                      engine_key="", gateway_key="", node_port=9100, door_port=8100, gateway_port=8000, gateway_bind="",
+                      gateway_certificates=None):
     try:
         found = _monitoring.targets(clusters, nodes=nodes or {}, hints=hints or {}, releases=releases or {},
                                     gateways=gateways or [], monitor=str(monitor or ""), node_port=node_port,
                                     door_port=door_port, gateway_port=gateway_port, gateway_bind=gateway_bind or "")
-        rendered = _monitoring.render_config(found, settings, engine_key=engine_key, gateway_key=gateway_key)
+        rendered = _monitoring.render_config(found, settings, engine_key=engine_key, gateway_key=gateway_key,
+                                             gateway_certificates=gateway_certificates)
     except (_gateway.GatewayError, ValueError, TypeError, AttributeError) as exc:
         raise AnsibleFilterError(f"monitoring_config: {exc}") from exc
     rendered["warnings"] = found["warnings"]

@@ -36,6 +36,7 @@ PATHS = ("/v1/chat/completions", "/v1/completions")
 PATH_RE = re.compile(r"^/v1/[a-z0-9_]+(/[a-z0-9_]+)*$")
 CONFIG_DIR_IN_CONTAINER = "/usr/local/etc/haproxy"
 KEYS_FILE = "keys"
+TLS_FILE = "tls.pem"  # the gateway's certificate, its chain and its private key (HAProxy's crt)
 # Request headers and HAProxy's rewrite reserve on top of the largest body the gateway routes.
 HEADER_ROOM = 65536
 MAXREWRITE = 8192
@@ -167,7 +168,7 @@ def relay_name(cluster: str) -> str:
 def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxconn=512,
                    check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600,
                    socket: str = SOCKET, config_dir: str = CONFIG_DIR_IN_CONTAINER, paths=PATHS,
-                   max_conn_per_source=128) -> str:
+                   max_conn_per_source=128, tls: bool = True) -> str:
     """The gateway's haproxy.cfg: every route behind a client key, requests routed on the body's ``model``.
 
     A source address with more than MAX_CONN_PER_SOURCE connections open is answered 429 on the ones over it. With a
@@ -182,6 +183,9 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
     its own (:func:`relay_name`), which puts that cluster's key on the request and forwards it to the cluster's door.
     (HAProxy sets a header in a backend before it picks the server, so one backend cannot send each server a key of
     its own.) A client's key never goes past the gateway.
+
+    With TLS (security review M2), clients reach it over HTTPS only (TLS 1.2 or newer), with the certificate and key
+    in TLS_FILE beside the configuration; without, over plain HTTP.
     """
     models = normalise_models(models)
     paths = check_paths(paths)
@@ -220,6 +224,10 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
         f"    maxconn {maxconn}",
         # A reload lets the old worker finish its requests (streams included), for at most this long.
         f"    hard-stop-after {hard_stop_after}s",
+    ]
+    if tls:
+        lines.append("    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets")
+    lines += [
         "",
         "defaults",
         "    mode http",
@@ -241,7 +249,7 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
         + _json_error(503, "ServiceUnavailable", "no cluster serving this model is available now; retry later") + "'",
         "",
         "frontend api",
-        f"    bind {_addr(bind, port)}",
+        f"    bind {_addr(bind, port)}" + (f" ssl crt {config_dir}/{TLS_FILE}" if tls else ""),
         "    option http-buffer-request",
         # Each source address's open connections (IPv4 sources are stored mapped into IPv6); one over its share of
         # maxconn is answered 429, before anything else is read.

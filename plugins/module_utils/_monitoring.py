@@ -30,6 +30,7 @@ CONFIG_DIR_IN_CONTAINER = "/etc/prometheus"
 RULES_FILE = "dgxspark-rules.yml"
 ENGINE_KEY_FILE = "engine.key"
 GATEWAY_KEY_FILE = "gateway.key"
+GATEWAY_CA_FILE = "gateway-ca.pem"  # the gateways' certificates (security review M2), which Prometheus trusts alone
 HEADER = "# Rendered by dgxspark.vllm (roles/monitoring); do not edit: the next run of the role rewrites it.\n"
 # A Prometheus duration of one unit (what the role's variables take): 30s, 2m, 1h.
 DURATION_RE = re.compile(r"^([0-9]{1,6})(ms|s|m|h|d)$")
@@ -348,12 +349,30 @@ def _regex_literal(text: str) -> str:
     return re.sub(r"([.:\\+*?()|\[\]{}^$])", r"\\\1", text)
 
 
+def _certificates(certificates) -> dict:
+    """{gateway host: its certificate (PEM)}, each checked to be one PEM certificate or more (nothing else)."""
+    out = {}
+    for host, text in sorted((certificates or {}).items()):
+        text = str(text or "").strip()
+        if not text:
+            continue
+        if not re.fullmatch(r"(-----BEGIN CERTIFICATE-----\n[A-Za-z0-9+/=\n]+-----END CERTIFICATE-----\s*)+", text + "\n"):
+            raise MonitoringError(f"gateway {host}'s certificate (tls.crt) is not a PEM certificate: run gateway.yml "
+                                  "again to write it")
+        out[check_name(host, "a gateway's name")] = text + "\n"
+    return out
+
+
 def render_config(found: dict, given: dict | None = None, engine_key: str = "", gateway_key: str = "",
-                  config_dir: str = CONFIG_DIR_IN_CONTAINER) -> dict:
+                  config_dir: str = CONFIG_DIR_IN_CONTAINER, gateway_certificates: dict | None = None) -> dict:
     """prometheus.yml and the files beside it: ``{"files": [{"name", "content"}], "jobs": {job: targets}}``.
 
     FOUND is targets()' result. The doors' metrics key goes into ``engine.key`` (read by Prometheus as a bearer
     credential file), a gateway client key into ``gateway.key``; neither is in prometheus.yml.
+
+    GATEWAY_CERTIFICATES ({gateway host: its certificate}) are the gateways that serve TLS (security review M2):
+    Prometheus scrapes them over HTTPS, trusting those certificates alone (``gateway-ca.pem``); a gateway without
+    one (gateway_tls false) over plain HTTP.
     """
     s = settings(given)
     if not re.match(r"^/[A-Za-z0-9_./-]+$", config_dir or ""):
@@ -375,10 +394,17 @@ def render_config(found: dict, given: dict | None = None, engine_key: str = "", 
     if found.get("gateway"):
         files.append({"name": GATEWAY_KEY_FILE,
                       "content": check_key(gateway_key, "the gateway client key (monitoring_gateway_api_key)") + "\n"})
-        config["scrape_configs"].append({
-            "job_name": "gateway", "metrics_path": "/metrics",
-            "authorization": {"type": "Bearer", "credentials_file": f"{config_dir}/{GATEWAY_KEY_FILE}"},
-            "static_configs": _static(found["gateway"])})
+        certificates = _certificates(gateway_certificates)
+        job = {"job_name": "gateway", "metrics_path": "/metrics",
+               "authorization": {"type": "Bearer", "credentials_file": f"{config_dir}/{GATEWAY_KEY_FILE}"},
+               "static_configs": [{"targets": [e["address"]],
+                                   "labels": {**e["labels"],
+                                              "__scheme__": "https" if e["labels"]["node"] in certificates else "http"}}
+                                  for e in found["gateway"]]}
+        if certificates:
+            files.append({"name": GATEWAY_CA_FILE, "content": "".join(certificates.values())})
+            job["tls_config"] = {"ca_file": f"{config_dir}/{GATEWAY_CA_FILE}"}
+        config["scrape_configs"].append(job)
     if found.get("node"):
         job: dict = {"job_name": "node", "static_configs": _static(found["node"])}
         pairs = sorted({f"{_regex_literal(host)};{_regex_literal(device)}" for host, device in found.get("fabric") or []})

@@ -47,6 +47,13 @@ options:
     description: The endpoint's API key (given to llama-benchy on its standard input).
     type: str
     default: ""
+  ca_file:
+    description:
+      - A PEM file of the certificates llama-benchy trusts for an C(https) O(base_url) (the gateway's own, which is
+        self-signed unless the inventory gives one); empty, the system's.
+    type: path
+    default: ""
+    version_added: 0.10.0
   model:
     description: The model's name for the report (its Hugging Face id).
     type: str
@@ -204,6 +211,9 @@ def run_step(params, python=sys.executable, clock=time.monotonic):
             concurrency=params["concurrency"], runs=params["runs"], book_url=params["book_url"],
             result_file=result_file, progress_file=progress_file, warmup=params["warmup"])
         env = dict(os.environ, HOME=params["home"], HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
+        if params.get("ca_file"):
+            # aiohttp's default context reads OpenSSL's default file, which SSL_CERT_FILE names.
+            env["SSL_CERT_FILE"] = params["ca_file"]
         out = {"argv": argv, "row": {}, "detail": ""}
         began = clock()
         with tempfile.TemporaryFile(dir=work) as log:
@@ -250,6 +260,7 @@ def main():
         argument_spec={
             "base_url": {"type": "str", "required": True},
             "api_key": {"type": "str", "default": "", "no_log": True},
+            "ca_file": {"type": "path", "default": ""},
             "model": {"type": "str", "required": True},
             "served_model_name": {"type": "str", "required": True},
             "tokenizer": {"type": "path", "required": True},

@@ -81,8 +81,22 @@ GATEWAY = f"{PREFIX}-gw"  # lab.py up --gateway: the gateway box, on the LAN onl
 
 
 def gateway_url():
-    """The gateway's API (roles/gateway) on the gateway box's LAN address (.9 of the mgmt subnet), port 8000."""
-    return f"http://{MGMT_NET}.9:8000"
+    """The gateway's API (roles/gateway) on the gateway box's LAN address (.9 of the mgmt subnet), port 8000, over
+    HTTPS (gateway_tls, security review M2)."""
+    return f"https://{MGMT_NET}.9:8000"
+
+
+def gateway_certificate():
+    """The gateway's certificate (gateway_tls_certificate_file, public), read on the gateway box."""
+    text = run(["docker", "exec", GATEWAY, "cat", "/etc/dgxspark/gateway/tls.crt"]).stdout
+    assert "BEGIN CERTIFICATE" in text, "the gateway box has no /etc/dgxspark/gateway/tls.crt"
+    return text
+
+
+def gateway_context():
+    """An SSL context that trusts the gateway's certificate alone, as `curl --cacert` does."""
+    import ssl  # pylint: disable=import-outside-toplevel
+    return ssl.create_default_context(cadata=gateway_certificate())
 
 
 def api_url(i=1):

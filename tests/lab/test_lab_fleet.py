@@ -16,6 +16,7 @@ import http.client
 import json
 import re
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -25,7 +26,7 @@ import urllib.request
 import pytest
 
 from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, broken_image_dockerfile, engine_key, fabric_ip,
-                    gateway_url, load_into, mgmt_ip, node, node_exec, run)
+                    gateway_certificate, gateway_context, gateway_url, load_into, mgmt_ip, node, node_exec, run)
 
 NODES = 4
 BASE = "lab/vllm-node:0.14"
@@ -116,15 +117,16 @@ def gateway_server(**args):
     return result
 
 
-def through_gateway(method, path, key=None, body=None, timeout=30.0):
-    """(status, parsed JSON or text) of a request to the gateway, from the controller."""
+def through_gateway(method, path, key=None, body=None, timeout=30.0, context=None):
+    """(status, parsed JSON or text) of a request to the gateway, from the controller, over HTTPS trusting the
+    gateway's certificate alone (CONTEXT, else read on the gateway box)."""
     headers = {"Content-Type": "application/json"}
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(f"{gateway_url()}{path}", data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=context or gateway_context()) as resp:
             status, raw = resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read()
@@ -142,13 +144,15 @@ class GatewayClient:
         self.results = []                # (sent at, answered, status)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self.context = gateway_context()
 
     def _run(self):
         body = {"model": self.model, "prompt": "canary", "max_tokens": 1, "temperature": 0}
         while not self.stop.is_set():
             sent = time.time()
             try:
-                status, answer = through_gateway("POST", "/v1/completions", key=KEY, body=body, timeout=120)
+                status, answer = through_gateway("POST", "/v1/completions", key=KEY, body=body, timeout=120,
+                                                 context=self.context)
             except OSError as exc:          # the gateway itself did not answer
                 status, answer = type(exc).__name__, {}
             ok = status == 200 and isinstance(answer, dict) and bool(answer.get("choices"))
@@ -306,6 +310,16 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
     assert fleet.returncode == 0, flat(fleet)[-5000:]
     assert (f"gateway {GATEWAY}: {gateway_url()}/v1 (API key required on every route), models: {SERVED} on pair1 + "
             "pair2") in flat(fleet)
+    # Security review M2: at efb599c the gateway served plain HTTP. It serves TLS with a certificate made for it, whose
+    # fingerprint the run prints; the controller fetches it as an operator does and finds the same.
+    address = gateway_url().split("//", 1)[1].split(":")[0]
+    served = ssl.get_server_certificate((address, 8000))
+    printed = ":".join(f"{b:02X}" for b in hashlib.sha256(ssl.PEM_cert_to_DER_cert(served)).digest())
+    print(f"gateway: TLS certificate SHA-256 {printed}")
+    assert f"gateway {GATEWAY}: TLS certificate SHA-256 {printed} (self-signed, for {address}, " in flat(fleet)
+    assert served.strip() == gateway_certificate().strip()
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        urllib.request.urlopen(gateway_url().replace("https://", "http://") + "/v1/models", timeout=10)
     refused = 0
     for method, path in ROUTES:
         body = chat_body() if method == "POST" else None

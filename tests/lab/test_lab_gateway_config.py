@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -21,6 +22,11 @@ from labkit import LAB, run, tested_with
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway as gw
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway_api as gwapi
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils import _tls
+
+# The gateway's TLS identity (security review M2), as dgxspark.vllm.tls_identity makes one: for 127.0.0.1 and the
+# addresses of the cases.
+TLS = _tls.plan(None, ["127.0.0.1", "10.0.0.5", "fd00::5"], "gateway")
 
 IMAGE = "lab/haproxy:3.0"
 
@@ -53,6 +59,9 @@ def haproxy_check(tmp_path, config, keys=None):
     if keys is not None:
         (tmp_path / "keys").write_text(keys)
         (tmp_path / "keys").chmod(0o644)
+    if " ssl crt " in config:
+        (tmp_path / gw.TLS_FILE).write_text(TLS["pem"])
+        (tmp_path / gw.TLS_FILE).chmod(0o644)
     # -V: HAProxy 3.0's -c says "Configuration file is valid" only when verbose (2.6 always did; the role reads the rc)
     return subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "99:99", "--entrypoint", "haproxy",
                            "-v", f"{tmp_path}:/usr/local/etc/haproxy:ro", IMAGE, "-c", "-V", "-f",
@@ -133,7 +142,8 @@ def live_gateway(image, tmp_path):
                                  socket=f"{run_dir}/admin.sock", **extra)
         (config_dir / "haproxy.cfg").write_text(text)
         (config_dir / "keys").write_text(gw.render_keys([CLIENT_KEY]))
-        for path in (config_dir, config_dir / "haproxy.cfg", config_dir / "keys"):
+        (config_dir / gw.TLS_FILE).write_text(TLS["pem"])
+        for path in (config_dir, config_dir / "haproxy.cfg", config_dir / "keys", config_dir / gw.TLS_FILE):
             path.chmod(0o755 if path.is_dir() else 0o644)
 
     write(max_conn_per_source=3)
@@ -177,6 +187,12 @@ def live_gateway(image, tmp_path):
 CLIENT_KEY = "client-key-0123456789"
 
 
+def connect(port):
+    """A client of the live gateway over HTTPS, trusting its certificate alone (what `curl --cacert` does)."""
+    return http.client.HTTPSConnection("127.0.0.1", port, timeout=10,
+                                       context=ssl.create_default_context(cadata=TLS["certificate"]))
+
+
 def post(conn, path, model="m", key=CLIENT_KEY):
     body = json.dumps({"model": model, "prompt": "x"})
     conn.request("POST", path, body=body, headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
@@ -185,7 +201,7 @@ def post(conn, path, model="m", key=CLIENT_KEY):
 
 
 def test_m7_the_gateway_forwards_inference_routes_alone(live_gateway):
-    conn = http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10)
+    conn = connect(live_gateway["port"])
     for path in ("/invocations", "/tokenize", "/pooling", "/v1/load_lora_adapter", "/v1/chat/completions/",
                  "/v1/embeddings", "/v1//completions"):
         status, answer = post(conn, path)
@@ -198,11 +214,32 @@ def test_m7_the_gateway_forwards_inference_routes_alone(live_gateway):
     assert set(paths) <= {"/v1/completions", "/v1/completions?stream=false"}, paths
 
 
+def test_m2_the_gateway_speaks_tls_alone_with_the_certificate_whose_fingerprint_the_run_prints(live_gateway):
+    """Security review M2: at efb599c the gateway served plain HTTP, so client keys crossed the LAN in clear. Now a
+    client that trusts the certificate (its fingerprint as the run prints it) is served; a plain HTTP request on the
+    port is not answered by the API, and a client that trusts nothing refuses the self-signed certificate."""
+    conn = connect(live_gateway["port"])
+    status, _answer = post(conn, "/v1/completions")
+    seen = ":".join(f"{b:02X}" for b in __import__("hashlib").sha256(conn.sock.getpeercert(binary_form=True)).digest())
+    assert status == 200 and seen == TLS["fingerprint_sha256"] and conn.sock.version() in ("TLSv1.2", "TLSv1.3")
+    plain = http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10)
+    try:
+        plain_status, plain_answer = post(plain, "/v1/completions")
+    except (http.client.HTTPException, ConnectionError, json.JSONDecodeError) as exc:
+        plain_status, plain_answer = 0, repr(exc)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        post(http.client.HTTPSConnection("127.0.0.1", live_gateway["port"], timeout=10,
+                                         context=ssl.create_default_context()), "/v1/completions")
+    print(f"HAProxy 3.0, M2: over {conn.sock.version()} 200, certificate {seen}; plain HTTP {plain_status} "
+          f"{str(plain_answer)[:80]}; a client trusting only the system CAs refuses it")
+    assert plain_status != 200
+
+
 def test_l7_each_door_gets_its_own_cluster_key_and_never_a_client_key(live_gateway):
     """Security review L7: at 4d7e9fc the gateway put one engine key, every cluster's, on every request and health
     check. In HAProxy 3.0 now, each door is asked (completions and health checks alike) with its own cluster's key
     alone, through the gateway's relay to it; the client's key stays at the gateway."""
-    conn = http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10)
+    conn = connect(live_gateway["port"])
     answered = {post(conn, "/v1/completions")[1]["cluster"] for _i in range(8)}
     tokens = {name: set(door.tokens) for name, door in live_gateway["doors"].items()}
     print(f"HAProxy 3.0, L7: 8 completions answered by {sorted(answered)}; each door was asked with {tokens}")
@@ -211,7 +248,7 @@ def test_l7_each_door_gets_its_own_cluster_key_and_never_a_client_key(live_gatew
 
 
 def test_l10_a_source_over_its_share_of_connections_is_answered_429(live_gateway):
-    conns = [http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10) for _i in range(4)]
+    conns = [connect(live_gateway["port"]) for _i in range(4)]
     answers = [post(conn, "/v1/completions")[0] for conn in conns]   # keep-alive: each stays open
     print(f"HAProxy 3.0, L10: 4 connections from one address with gateway_max_conn_per_source 3: {answers}")
     assert answers == [200, 200, 200, 429]
@@ -219,7 +256,7 @@ def test_l10_a_source_over_its_share_of_connections_is_answered_429(live_gateway
     conns[0].close()
     conns[3].close()
     time.sleep(0.5)
-    assert post(http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10), "/v1/completions")[0] == 200
+    assert post(connect(live_gateway["port"]), "/v1/completions")[0] == 200
 
 
 def test_l8_a_drain_survives_a_reload_of_haproxy_3_0(live_gateway):
@@ -233,7 +270,7 @@ def test_l8_a_drain_survives_a_reload_of_haproxy_3_0(live_gateway):
     admin = {name: {r["admin"] for r in client.servers(name)[0]} for name in ("pair1", "pair2")}
     print(f"HAProxy 3.0, L8: after a reload (SIGUSR2, -W), admin states {admin}")
     assert admin == {"pair1": {"drain"}, "pair2": {"ready"}}
-    conn = http.client.HTTPConnection("127.0.0.1", live_gateway["port"], timeout=10)
+    conn = connect(live_gateway["port"])
     assert {post(conn, "/v1/completions")[1]["cluster"] for _i in range(6)} == {"pair2"}
 
 

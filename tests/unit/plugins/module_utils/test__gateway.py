@@ -50,7 +50,7 @@ def test_one_backend_per_model_one_server_per_cluster_named_as_the_cluster():
         "    server door 10.0.0.11:8100", "    server door 10.0.0.13:8100", "    server door 10.0.0.15:8100"]
     assert gw.relay_name("pair1") != gw.relay_name("pair2") and re.fullmatch(r"door_[0-9a-f]{16}", gw.relay_name("x"))
     assert "    stats socket /var/lib/dgxspark/gateway/admin.sock mode 600 level admin" in text.splitlines()
-    assert "    bind 10.0.0.5:8000" in text.splitlines()
+    assert "    bind 10.0.0.5:8000 ssl crt /usr/local/etc/haproxy/tls.pem" in text.splitlines()
     # Routing: each model to its own backend, on the body's model.
     assert "    use_backend model_qwen3-30b-a3b if { var(txn.model) -m str qwen3-30b-a3b }" in text.splitlines()
     assert "    use_backend model_qwen3.5-122b-a10b-fp8 if { var(txn.model) -m str qwen3.5-122b-a10b-fp8 }" in text
@@ -157,8 +157,8 @@ def test_ports_are_checked(port):
 
 
 def test_bind_may_be_every_address_and_ipv6_is_bracketed():
-    assert "    bind 0.0.0.0:8000" in render(bind="0.0.0.0").splitlines()
-    text = render(bind="fd00::5", models={"m": [{"name": "pair1", "address": "fd00::11", "port": 8100}]})
+    assert "    bind 0.0.0.0:8000 ssl crt /usr/local/etc/haproxy/tls.pem" in render(bind="0.0.0.0").splitlines()
+    text = render(bind="fd00::5", models={"m": [{"name": "pair1", "address": "fd00::11", "port": 8100}]}, tls=False)
     assert "    bind [fd00::5]:8000" in text.splitlines() and "    server door [fd00::11]:8100" in text.splitlines()
     with pytest.raises(gw.GatewayError, match="gateway_bind"):
         render(bind="gateway.example")
@@ -348,3 +348,14 @@ def test_a_run_directory_too_long_for_the_relays_unix_sockets_is_refused():
     assert "door_" in render(socket="/" + "d" * 60 + "/admin.sock")
     with pytest.raises(gw.GatewayError, match="gateway_run_dir.*too long"):
         render(socket="/" + "d" * 70 + "/admin.sock")
+
+
+def test_m2_clients_reach_the_gateway_over_tls_by_default_and_over_plain_http_only_when_asked():
+    """Security review M2: the gateway terminates TLS (1.2 or newer) unless tls=False is asked for."""
+    lines = render().splitlines()
+    assert [line for line in lines if line.startswith("    bind ") and "unix@" not in line] == [
+        "    bind 10.0.0.5:8000 ssl crt /usr/local/etc/haproxy/tls.pem"]
+    assert "    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets" in lines
+    plain = render(tls=False).splitlines()
+    assert [line for line in plain if line.startswith("    bind ") and "unix@" not in line] == ["    bind 10.0.0.5:8000"]
+    assert not [line for line in plain if "ssl" in line]

@@ -153,3 +153,32 @@ def test_prometheus_lines_show_alerts_per_cluster_and_targets_down():
         "device=enp1s0f1np1)",
         "  target down: node spark-2 (pair1) http://10.0.0.12:9100/metrics: connection refused"]
     assert _status.prometheus_lines("mon1", None, targets) == ["prometheus on mon1: no answer from its API"]
+
+
+CERT = "-----BEGIN CERTIFICATE-----\nMIIBfzCCASWgAwIBAgIUQ2VydA==\n-----END CERTIFICATE-----\n"
+
+
+def test_m2_a_gateway_with_a_certificate_is_scraped_over_https_trusting_it_alone():
+    """Security review M2: the gateways serve TLS; Prometheus scrapes each one that has a certificate over HTTPS with
+    those certificates as its only trust, and one without (gateway_tls false) over plain HTTP."""
+    gateways = [{"host": "gw1", "lan_ip": "10.0.0.5"}, {"host": "gw2", "lan_ip": "10.0.0.6"}]
+    rendered = mon.render_config(found(gateways=gateways), {}, engine_key=KEY, gateway_key="client-key-0123",
+                                 gateway_certificates={"gw1": CERT, "gw2": ""})
+    files = {f["name"]: f["content"] for f in rendered["files"]}
+    assert files["gateway-ca.pem"] == CERT
+    config = files["prometheus.yml"]
+    job = config[config.index('job_name: "gateway"'):]
+    assert 'ca_file: "/etc/prometheus/gateway-ca.pem"' in job
+    assert job.index('"10.0.0.5:8000"') < job.index('__scheme__: "https"') < job.index('"10.0.0.6:8000"') \
+        < job.index('__scheme__: "http"')
+    plain = {f["name"]: f["content"] for f in mon.render_config(found(gateways=gateways), {}, engine_key=KEY,
+                                                                 gateway_key="client-key-0123")["files"]}
+    assert "gateway-ca.pem" not in plain and "tls_config" not in plain["prometheus.yml"]
+
+
+@pytest.mark.parametrize("text", ["not a certificate", CERT + "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+                                  CERT.replace("MIIB", "MI IB\nscrape_configs: []")])
+def test_m2_a_gateway_certificate_that_is_not_one_is_refused(text):
+    with pytest.raises(mon.MonitoringError, match="gw1's certificate"):
+        mon.render_config(found(gateways=[{"host": "gw1", "lan_ip": "10.0.0.5"}]), {}, engine_key=KEY,
+                          gateway_key="client-key-0123", gateway_certificates={"gw1": text})

@@ -1,0 +1,113 @@
+"""The TLS identity the gateway serves with (security review M2): kept while good for the names asked, the
+inventory's taken as given, otherwise made new and self-signed; every bad input refused with what to do."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils import _tls
+
+NOW = datetime.datetime(2026, 12, 7, 12, 0, tzinfo=datetime.timezone.utc)
+
+
+def made(names=("10.0.0.5", "127.0.0.1"), now=NOW, days=397):
+    return _tls.plan(None, list(names), "gateway", now=now, valid_days=days)
+
+
+def test_a_node_without_one_gets_a_self_signed_certificate_for_every_name():
+    found = made(["10.0.0.5", "Gateway.Example.NET", "fd00::5", "10.0.0.5"])
+    cert = x509.load_pem_x509_certificate(found["certificate"].encode())
+    assert found["source"] == "made" and found["reason"] == "the node has none" and found["changed"]
+    assert found["names"] == ["10.0.0.5", "fd00::5", "gateway.example.net"]
+    assert cert.issuer == cert.subject and found["not_after"] == "2028-01-08T12:00:00Z"
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    assert found["fingerprint_sha256"] == ":".join(f"{b:02X}" for b in cert.fingerprint(hashes.SHA256()))
+    # HAProxy's crt: the certificate, then its key, in one file.
+    assert found["pem"].index("BEGIN CERTIFICATE") < found["pem"].index("BEGIN PRIVATE KEY")
+
+
+def test_a_good_certificate_is_kept_as_it_is():
+    first = made()
+    again = _tls.plan(first["pem"], ["127.0.0.1"], "gateway", now=NOW + datetime.timedelta(days=300))
+    assert again["source"] == "kept" and not again["changed"] and again["pem"] == first["pem"]
+    assert again["fingerprint_sha256"] == first["fingerprint_sha256"]
+
+
+@pytest.mark.parametrize("case, names, later, why", [
+    ("a new address", ["10.0.0.6"], 0, "it does not name 10.0.0.6"),
+    ("close to its end", ["10.0.0.5"], 380, "it expires on 2028-01-08 (within 30 days)"),
+    ("expired", ["10.0.0.5"], 400, "it expires on 2028-01-08"),
+])
+def test_a_certificate_that_does_not_serve_is_replaced(case, names, later, why):
+    first = made()
+    again = _tls.plan(first["pem"], names, "gateway", now=NOW + datetime.timedelta(days=later))
+    print(f"{case}: {again['reason']}")
+    assert again["source"] == "made" and why in again["reason"] and again["changed"]
+    assert again["fingerprint_sha256"] != first["fingerprint_sha256"]
+
+
+def test_a_file_whose_key_is_not_the_certificates_or_that_holds_garbage_is_replaced():
+    one, two = made(), made()
+    mixed = one["certificate"] + two["pem"].split("-----END CERTIFICATE-----\n", 1)[1]
+    assert _tls.plan(mixed, ["10.0.0.5"], "", now=NOW)["reason"].endswith("its private key is not the certificate's")
+    assert _tls.plan("not a pem", ["10.0.0.5"], "", now=NOW)["reason"] == (
+        "the node's file holds no readable certificate and key")
+
+
+def _given(names=("gw.example.net",), days=90):
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "gw")])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(7).not_valid_before(NOW - datetime.timedelta(days=1))
+            .not_valid_after(NOW + datetime.timedelta(days=days))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM).decode(),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                              serialization.NoEncryption()).decode())
+
+
+def test_the_inventorys_certificate_is_served_as_given_with_its_chain():
+    cert, key = _given()
+    intermediate, _ = _given(["ca.example.net"])
+    found = _tls.plan(made()["pem"], ["10.0.0.5"], "", given_certificate=cert + intermediate, given_private_key=key,
+                      now=NOW)
+    assert found["source"] == "given" and found["names"] == ["gw.example.net"] and found["changed"]
+    assert found["pem"].count("BEGIN CERTIFICATE") == 2 and found["pem"].startswith(cert)
+    # Given again, the node's file already holds it: nothing to write.
+    assert not _tls.plan(found["pem"], ["10.0.0.5"], "", given_certificate=cert + intermediate, given_private_key=key,
+                         now=NOW)["changed"]
+
+
+def test_a_given_certificate_that_cannot_serve_is_refused_saying_why():
+    cert, key = _given(days=1)
+    _other_cert, other_key = _given()
+    with pytest.raises(_tls.TlsError, match="private key is not the certificate's"):
+        _tls.plan(None, ["10.0.0.5"], "", given_certificate=cert, given_private_key=other_key, now=NOW)
+    with pytest.raises(_tls.TlsError, match="expires on"):
+        _tls.plan(None, ["10.0.0.5"], "", given_certificate=cert, given_private_key=key,
+                  now=NOW + datetime.timedelta(days=2))
+    with pytest.raises(_tls.TlsError, match="give both"):
+        _tls.plan(None, ["10.0.0.5"], "", given_certificate=cert, now=NOW)
+    with pytest.raises(_tls.TlsError, match="both a PEM certificate and a PEM private key"):
+        _tls.plan(None, ["10.0.0.5"], "", given_certificate=cert, given_private_key="secret", now=NOW)
+
+
+@pytest.mark.parametrize("names, match", [
+    ([], "is empty"), ("10.0.0.5", "give a list"), (["10.0.0.5 x"], "neither an IP address nor a DNS name"),
+    (["-bad.example"], "neither"), (["a" * 64 + ".example"], "neither"), ([None], "neither"),
+])
+def test_names_are_checked(names, match):
+    with pytest.raises(_tls.TlsError, match=match):
+        _tls.plan(None, names, "", now=NOW)
+
+
+@pytest.mark.parametrize("valid, renew", [(1, 0), (3651, 30), (30, 30), ("x", 3)])
+def test_validity_is_checked(valid, renew):
+    with pytest.raises(_tls.TlsError, match="days"):
+        _tls.plan(None, ["10.0.0.5"], "", valid_days=valid, renew_before_days=renew, now=NOW)
