@@ -21,18 +21,12 @@ class ActionModule(ActionBase):
                              "renew_before_days"))
 
     def _read(self, path: str, task_vars) -> str | None:
-        """The file's text on the node; None when there is none."""
-        found = self._execute_module(module_name="ansible.legacy.stat", module_args={"path": path, "get_checksum": False},
-                                     task_vars=task_vars)
-        if found.get("failed"):
-            raise AnsibleActionFail(f"tls_identity: cannot look at {path} on the node: {found.get('msg', '')}")
-        if not found.get("stat", {}).get("exists"):
-            return None
-        if not found["stat"].get("isreg"):
-            raise AnsibleActionFail(f"tls_identity: {path} on the node is not a regular file: remove it")
+        """The file's text on the node (one module call); None when there is none."""
         read = self._execute_module(module_name="ansible.legacy.slurp", module_args={"src": path},
                                     task_vars=task_vars)
         if read.get("failed"):
+            if str(read.get("msg", "")).lower().startswith("file not found"):
+                return None
             raise AnsibleActionFail(f"tls_identity: cannot read {path} on the node: {read.get('msg', '')}")
         return base64.b64decode(read["content"]).decode("utf-8", errors="replace")
 

@@ -114,7 +114,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(config) (the text of haproxy.cfg) and C(keys) (the text of the keys file).
+  description:
+    - C(config) (the text of haproxy.cfg), C(keys) (the text of the keys file) and C(files) (C(name) and C(content) of
+      each door certificate the relays trust, beside haproxy.cfg; from the heads' C(door_certificate)).
   type: dict
 """
 
@@ -127,12 +129,17 @@ def gateway_config(models, bind=None, port=None, clusters=None, heads=None, keys
                    check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600, paths=_gateway.PATHS,
                    max_conn_per_source=128, tls=True):
     try:
+        doors = _gateway.door_certificates(clusters, heads)
+        served = {server["name"] for servers in (models or {}).values() for server in servers or []}
+        doors = {cluster: text for cluster, text in doors.items() if cluster in served}
         return {"config": _gateway.render_gateway(models, bind, port, _gateway.engine_keys(clusters, heads),
                                                   max_body=max_body, maxconn=maxconn,
                                                   check_interval=check_interval, check_timeout=check_timeout,
                                                   timeout=timeout, hard_stop_after=hard_stop_after, paths=paths,
-                                                  max_conn_per_source=max_conn_per_source, tls=bool(tls)),
-                "keys": _gateway.render_keys(keys)}
+                                                  max_conn_per_source=max_conn_per_source, tls=bool(tls),
+                                                  door_certificates=doors),
+                "keys": _gateway.render_keys(keys),
+                "files": _gateway.door_certificate_files(doors)}
     except _gateway.GatewayError as exc:
         raise AnsibleFilterError(f"gateway_config: {exc}") from exc
 

@@ -77,6 +77,14 @@ options:
     elements: str
     default: [/v1/chat/completions, /v1/completions]
     version_added: 0.7.0
+  tls:
+    description:
+      - The door speaks TLS alone (1.2 or newer), with the certificate and key in C(tls.pem) beside its configuration
+        (M(dgxspark.vllm.tls_identity) keeps or makes them); the gateways' relays and Prometheus trust that certificate
+        alone.
+    type: bool
+    default: false
+    version_added: 0.10.0
 """
 
 EXAMPLES = r"""
@@ -102,7 +110,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 
 def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engine_key=None, paths=None,
-                 client_keys=None, allow_no_api_key=False, engine_env=None, metrics_key=""):
+                 client_keys=None, allow_no_api_key=False, engine_env=None, metrics_key="", tls=False):
     clients = client_keys is not None
     # Served without any key by the operator's choice: no client key given (and no engine key needed).
     keyless = clients and bool(allow_no_api_key) and not any(client_keys or [])
@@ -117,7 +125,7 @@ def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engin
         config = _gateway.render_door(bind, port, allowed, engine_key=key, target_address=address,
                                       target_port=engine_port, timeout=timeout,
                                       paths=_gateway.PATHS if paths is None else paths, clients=clients,
-                                      keyless=keyless, metrics_key=metrics_key or "")
+                                      keyless=keyless, metrics_key=metrics_key or "", tls=bool(tls))
     except (_gateway.GatewayError, ValueError, TypeError) as exc:
         raise AnsibleFilterError(f"gateway_door: {exc}") from exc
     # Exposure is judged on the address the engine bound, not on where the door reaches it: an engine on 0.0.0.0

@@ -82,6 +82,13 @@ options:
     type: dict
     default: {}
     version_added: 0.10.0
+  door_certificates:
+    description:
+      - The certificates of the heads' doors that serve TLS, by head (their C(tls.crt)). An engine scraped through its
+        head's door is scraped over HTTPS, trusting these certificates alone.
+    type: dict
+    default: {}
+    version_added: 0.10.0
 """
 
 EXAMPLES = r"""
@@ -107,13 +114,14 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway, _mo
 
 def monitoring_config(clusters, nodes=None, hints=None, releases=None, gateways=None, monitor=None, settings=None,
                       engine_key="", gateway_key="", node_port=9100, door_port=8100, gateway_port=8000, gateway_bind="",
-                      gateway_certificates=None):
+                      gateway_certificates=None, door_certificates=None):
     try:
         found = _monitoring.targets(clusters, nodes=nodes or {}, hints=hints or {}, releases=releases or {},
                                     gateways=gateways or [], monitor=str(monitor or ""), node_port=node_port,
                                     door_port=door_port, gateway_port=gateway_port, gateway_bind=gateway_bind or "")
         rendered = _monitoring.render_config(found, settings, engine_key=engine_key, gateway_key=gateway_key,
-                                             gateway_certificates=gateway_certificates)
+                                             gateway_certificates=gateway_certificates,
+                                             door_certificates=door_certificates)
     except (_gateway.GatewayError, ValueError, TypeError, AttributeError) as exc:
         raise AnsibleFilterError(f"monitoring_config: {exc}") from exc
     rendered["warnings"] = found["warnings"]

@@ -37,6 +37,7 @@ PATH_RE = re.compile(r"^/v1/[a-z0-9_]+(/[a-z0-9_]+)*$")
 CONFIG_DIR_IN_CONTAINER = "/usr/local/etc/haproxy"
 KEYS_FILE = "keys"
 TLS_FILE = "tls.pem"  # the gateway's certificate, its chain and its private key (HAProxy's crt)
+CERTIFICATE_RE = re.compile(r"(-----BEGIN CERTIFICATE-----\n[A-Za-z0-9+/=\n]+-----END CERTIFICATE-----\n)+")
 # Request headers and HAProxy's rewrite reserve on top of the largest body the gateway routes.
 HEADER_ROOM = 65536
 MAXREWRITE = 8192
@@ -160,6 +161,26 @@ def check_paths(paths) -> list[str]:
     return out
 
 
+def check_certificate(text, what: str) -> str:
+    """TEXT when it is one PEM certificate or more and nothing else (it goes into a file HAProxy or Prometheus
+    trusts), with one newline at its end; GatewayError naming WHAT otherwise."""
+    text = str(text or "").strip().replace("\r\n", "\n") + "\n"
+    if not CERTIFICATE_RE.fullmatch(text):
+        raise GatewayError(f"{what} is not a PEM certificate: run the gateway role again to write it")
+    return text
+
+
+def door_certificates(clusters: dict, heads: dict) -> dict[str, str]:
+    """{cluster: its door's certificate}, from what its head published in HEADS (``door_certificate``); a cluster
+    whose door serves plain HTTP (gateway_door_tls false) is left out."""
+    out = {}
+    for cluster, entry in sorted((clusters or {}).items()):
+        text = ((heads or {}).get((entry or {}).get("head")) or {}).get("door_certificate") or ""
+        if str(text).strip():
+            out[cluster] = check_certificate(text, f"cluster {cluster}'s door certificate")
+    return out
+
+
 def relay_name(cluster: str) -> str:
     """The name of the gateway's relay to CLUSTER's door (its proxy, and its socket's file name with .sock)."""
     return RELAY_PREFIX + hashlib.sha256(cluster.encode()).hexdigest()[:16]
@@ -168,7 +189,7 @@ def relay_name(cluster: str) -> str:
 def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxconn=512,
                    check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600,
                    socket: str = SOCKET, config_dir: str = CONFIG_DIR_IN_CONTAINER, paths=PATHS,
-                   max_conn_per_source=128, tls: bool = True) -> str:
+                   max_conn_per_source=128, tls: bool = True, door_certificates: dict | None = None) -> str:
     """The gateway's haproxy.cfg: every route behind a client key, requests routed on the body's ``model``.
 
     A source address with more than MAX_CONN_PER_SOURCE connections open is answered 429 on the ones over it. With a
@@ -185,7 +206,9 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
     its own.) A client's key never goes past the gateway.
 
     With TLS (security review M2), clients reach it over HTTPS only (TLS 1.2 or newer), with the certificate and key
-    in TLS_FILE beside the configuration; without, over plain HTTP.
+    in TLS_FILE beside the configuration; without, over plain HTTP. DOOR_CERTIFICATES ({cluster: its door's
+    certificate}): the relay to such a door speaks TLS to it and trusts that certificate alone (``<relay>.crt``
+    beside the configuration, :func:`door_certificate_files`); a door without one is reached over plain HTTP.
     """
     models = normalise_models(models)
     paths = check_paths(paths)
@@ -194,6 +217,8 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
     clusters = sorted({server["name"] for servers in models.values() for server in servers})
     if not isinstance(engine_keys, dict):
         raise GatewayError("the clusters' engine keys are not a mapping of cluster to key")
+    certificates = {cluster: check_certificate(text, f"cluster {cluster}'s door certificate")
+                    for cluster, text in (door_certificates or {}).items() if cluster in clusters and str(text or "").strip()}
     keys = {}
     for cluster in clusters:
         keys[cluster] = check_key(engine_keys.get(cluster), f"cluster {cluster}'s engine key (VLLM_API_KEY in its "
@@ -227,6 +252,8 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
     ]
     if tls:
         lines.append("    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets")
+    if certificates:
+        lines.append("    ssl-default-server-options ssl-min-ver TLSv1.2")
     lines += [
         "",
         "defaults",
@@ -337,9 +364,17 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
             f"    bind unix@{run_dir}/{relay[cluster]}.sock mode 600",
             "    option dontlog-normal",
             f"    http-request set-header Authorization \"Bearer {keys[cluster]}\"",
-            f"    server door {doors[cluster]}",
+            f"    server door {doors[cluster]}"
+            + (f" ssl verify required ca-file {config_dir}/{relay[cluster]}.crt" if cluster in certificates else ""),
         ]
     return "\n".join(lines) + "\n"
+
+
+def door_certificate_files(door_certificates: dict | None) -> list[dict]:
+    """The files beside the gateway's configuration that its relays trust: ``[{"name": "<relay>.crt", "content"}]``."""
+    return [{"name": f"{relay_name(cluster)}.crt", "content": check_certificate(text, f"cluster {cluster}'s door "
+                                                                                          "certificate")}
+            for cluster, text in sorted((door_certificates or {}).items())]
 
 
 # What a door admits besides the inference paths: the engine's model list, its health and its metrics (Prometheus on the
@@ -349,7 +384,8 @@ DOOR_READS = ("/v1/models", "/health", "/metrics")
 
 def render_door(bind: str, port, allowed, engine_key: str = "", target_address: str = "127.0.0.1", target_port=8000,
                 timeout=600, maxconn=512, paths=PATHS, clients: bool = False,
-                config_dir: str = CONFIG_DIR_IN_CONTAINER, keyless: bool = False, metrics_key: str = "") -> str:
+                config_dir: str = CONFIG_DIR_IN_CONTAINER, keyless: bool = False, metrics_key: str = "",
+                tls: bool = False) -> str:
     """A head's door: an HTTP relay from BIND:PORT (the head's LAN address) to the engine on TARGET.
 
     It closes every connection that does not come from one of ALLOWED (the gateways' and monitoring hosts' LAN
@@ -367,7 +403,10 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
     METRICS_KEY (the monitoring hosts' key, optional): admitted for a GET of /metrics alone, in both kinds of door.
 
     KEYLESS (CLIENTS only: a fleet served without any key, vllm_serve_allow_no_api_key, and no client key given):
-    the door asks for no key and relays the same routes."""
+    the door asks for no key and relays the same routes.
+
+    TLS (security review M2): the door speaks TLS alone (1.2 or newer), with the certificate and key in TLS_FILE
+    beside the configuration; the gateways' relays and Prometheus trust that certificate alone."""
     bind = check_address(bind, "the head's LAN address (the door's bind)")
     port = check_port(port, "gateway_door_port")
     target_address = check_address(target_address, "the engine's address")
@@ -399,6 +438,7 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
         "global",
         "    log stdout format raw local0 info",
         f"    maxconn {maxconn}",
+        *(["    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets"] if tls else []),
         "",
         "defaults",
         "    mode http",
@@ -410,7 +450,7 @@ def render_door(bind: str, port, allowed, engine_key: str = "", target_address: 
         f"    timeout server {timeout}s",
         "",
         "frontend door",
-        f"    bind {_addr(bind, port)}",
+        f"    bind {_addr(bind, port)}" + (f" ssl crt {config_dir}/{TLS_FILE}" if tls else ""),
     ]
     # The monitoring hosts' key reads /metrics alone.
     metrics = [f"    acl metrics_key req.fhdr(authorization) -m str \"Bearer {metrics_key}\"",

@@ -24,13 +24,14 @@ import json
 import re
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._gateway import (
-    GatewayError, check_address, check_key, check_name, check_port)
+    GatewayError, check_address, check_certificate, check_key, check_name, check_port)
 
 CONFIG_DIR_IN_CONTAINER = "/etc/prometheus"
 RULES_FILE = "dgxspark-rules.yml"
 ENGINE_KEY_FILE = "engine.key"
 GATEWAY_KEY_FILE = "gateway.key"
 GATEWAY_CA_FILE = "gateway-ca.pem"  # the gateways' certificates (security review M2), which Prometheus trusts alone
+DOOR_CA_FILE = "door-ca.pem"  # the heads' doors' certificates, likewise
 HEADER = "# Rendered by dgxspark.vllm (roles/monitoring); do not edit: the next run of the role rewrites it.\n"
 # A Prometheus duration of one unit (what the role's variables take): 30s, 2m, 1h.
 DURATION_RE = re.compile(r"^([0-9]{1,6})(ms|s|m|h|d)$")
@@ -268,7 +269,8 @@ def _lan(host: str, nodes: dict, hints: dict) -> str:
 
 
 def engine_target(release: dict, head: str, lan_ip: str, monitor: str, gateways: bool, door_port) -> tuple[str, str]:
-    """Where Prometheus on MONITOR scrapes the engine of a head serving RELEASE: (host:port, '') or ('', why not)."""
+    """Where Prometheus on MONITOR scrapes the engine of a head serving RELEASE: (host:port, '') or ('', why not).
+    :func:`through_door` tells whether that is the head's door."""
     endpoint = (release or {}).get("endpoint") or {}
     host = str(endpoint.get("host") or "")
     port = check_port(endpoint.get("port") or 8000, f"{head}'s engine port (release.json)")
@@ -289,6 +291,17 @@ def engine_target(release: dict, head: str, lan_ip: str, monitor: str, gateways:
         return "", (f"{head}'s engine listens on {host} only and its LAN address is not known: run Prometheus on "
                     "that head")
     return _hostport(str(address), port), ""
+
+
+def through_door(release: dict, address: str, lan_ip: str) -> bool:
+    """Whether the engine target ADDRESS (engine_target's) is the head's door: on its LAN address while the engine
+    itself listens on the loopback."""
+    host = str(((release or {}).get("endpoint") or {}).get("host") or "")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+    return bool(lan_ip) and loopback and address.rsplit(":", 1)[0].strip("[]") == lan_ip
 
 
 def targets(clusters: dict, *, nodes: dict, hints: dict, releases: dict, gateways: list, monitor: str,
@@ -321,7 +334,8 @@ def targets(clusters: dict, *, nodes: dict, hints: dict, releases: dict, gateway
                 address, why = engine_target((releases or {}).get(head) or {}, head, lan, monitor, bool(gateways),
                                              door_port)
                 if address:
-                    out["engine"].append({"address": address, "labels": labels})
+                    out["engine"].append({"address": address, "labels": labels,
+                                          "door": through_door((releases or {}).get(head) or {}, address, lan)})
                 else:
                     out["warnings"].append(f"{cluster}: {why}")
     for gateway in gateways or []:
@@ -349,22 +363,20 @@ def _regex_literal(text: str) -> str:
     return re.sub(r"([.:\\+*?()|\[\]{}^$])", r"\\\1", text)
 
 
-def _certificates(certificates) -> dict:
-    """{gateway host: its certificate (PEM)}, each checked to be one PEM certificate or more (nothing else)."""
+def _certificates(certificates, kind: str, what: str) -> dict:
+    """{host: its certificate (PEM)}, each checked to be one PEM certificate or more (nothing else); empty ones left
+    out (a gateway or door that serves plain HTTP)."""
     out = {}
     for host, text in sorted((certificates or {}).items()):
-        text = str(text or "").strip()
-        if not text:
+        if not str(text or "").strip():
             continue
-        if not re.fullmatch(r"(-----BEGIN CERTIFICATE-----\n[A-Za-z0-9+/=\n]+-----END CERTIFICATE-----\s*)+", text + "\n"):
-            raise MonitoringError(f"gateway {host}'s certificate (tls.crt) is not a PEM certificate: run gateway.yml "
-                                  "again to write it")
-        out[check_name(host, "a gateway's name")] = text + "\n"
+        out[check_name(host, f"a {kind}'s name")] = check_certificate(text, f"{kind} {host}: {what} (tls.crt)")
     return out
 
 
 def render_config(found: dict, given: dict | None = None, engine_key: str = "", gateway_key: str = "",
-                  config_dir: str = CONFIG_DIR_IN_CONTAINER, gateway_certificates: dict | None = None) -> dict:
+                  config_dir: str = CONFIG_DIR_IN_CONTAINER, gateway_certificates: dict | None = None,
+                  door_certificates: dict | None = None) -> dict:
     """prometheus.yml and the files beside it: ``{"files": [{"name", "content"}], "jobs": {job: targets}}``.
 
     FOUND is targets()' result. The doors' metrics key goes into ``engine.key`` (read by Prometheus as a bearer
@@ -372,7 +384,8 @@ def render_config(found: dict, given: dict | None = None, engine_key: str = "", 
 
     GATEWAY_CERTIFICATES ({gateway host: its certificate}) are the gateways that serve TLS (security review M2):
     Prometheus scrapes them over HTTPS, trusting those certificates alone (``gateway-ca.pem``); a gateway without
-    one (gateway_tls false) over plain HTTP.
+    one (gateway_tls false) over plain HTTP. DOOR_CERTIFICATES ({head: its door's certificate}) likewise for the
+    engines scraped through their heads' doors (``door-ca.pem``).
     """
     s = settings(given)
     if not re.match(r"^/[A-Za-z0-9_./-]+$", config_dir or ""):
@@ -387,14 +400,22 @@ def render_config(found: dict, given: dict | None = None, engine_key: str = "", 
     if found.get("engine"):
         files.append({"name": ENGINE_KEY_FILE,
                       "content": check_key(engine_key, "the metrics key (monitoring_engine_api_key)") + "\n"})
-        config["scrape_configs"].append({
-            "job_name": "engine", "metrics_path": "/metrics",
-            "authorization": {"type": "Bearer", "credentials_file": f"{config_dir}/{ENGINE_KEY_FILE}"},
-            "static_configs": _static(found["engine"])})
+        doors = _certificates(door_certificates, "head", "its door's certificate")
+        job = {"job_name": "engine", "metrics_path": "/metrics",
+               "authorization": {"type": "Bearer", "credentials_file": f"{config_dir}/{ENGINE_KEY_FILE}"},
+               "static_configs": [{"targets": [e["address"]],
+                                   "labels": {**e["labels"], "__scheme__": "https" if e.get("door") and e["labels"]["node"]
+                                              in doors else "http"}} for e in found["engine"]]}
+        used = {e["labels"]["node"]: doors[e["labels"]["node"]] for e in found["engine"]
+                if e.get("door") and e["labels"]["node"] in doors}
+        if used:
+            files.append({"name": DOOR_CA_FILE, "content": "".join(used[h] for h in sorted(used))})
+            job["tls_config"] = {"ca_file": f"{config_dir}/{DOOR_CA_FILE}"}
+        config["scrape_configs"].append(job)
     if found.get("gateway"):
         files.append({"name": GATEWAY_KEY_FILE,
                       "content": check_key(gateway_key, "the gateway client key (monitoring_gateway_api_key)") + "\n"})
-        certificates = _certificates(gateway_certificates)
+        certificates = _certificates(gateway_certificates, "gateway", "its certificate")
         job = {"job_name": "gateway", "metrics_path": "/metrics",
                "authorization": {"type": "Bearer", "credentials_file": f"{config_dir}/{GATEWAY_KEY_FILE}"},
                "static_configs": [{"targets": [e["address"]],

@@ -27,6 +27,8 @@ from ansible_collections.dgxspark.vllm.plugins.plugin_utils import _tls
 # The gateway's TLS identity (security review M2), as dgxspark.vllm.tls_identity makes one: for 127.0.0.1 and the
 # addresses of the cases.
 TLS = _tls.plan(None, ["127.0.0.1", "10.0.0.5", "fd00::5"], "gateway")
+# pair1's door speaks TLS with a certificate of its own (gateway_door_tls); pair2's plain HTTP.
+DOOR_TLS = _tls.plan(None, ["127.0.0.1"], "pair1 door")
 
 IMAGE = "lab/haproxy:3.0"
 
@@ -122,8 +124,14 @@ def live_gateway(image, tmp_path):
     host network) on loopback, in front of two doors: {port, socket, config, doors, reload(), container}."""
     doors = {}
     for name in ("pair1", "pair2"):
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Door)
+        server = QuietServer(("127.0.0.1", 0), Door)
         server.name, server.paths, server.tokens = name, [], []
+        if name == "pair1":
+            pem = tmp_path / "door-tls.pem"
+            pem.write_text(DOOR_TLS["pem"])
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(pem)
+            server.socket = context.wrap_socket(server.socket, server_side=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         doors[name] = server
     with socket.socket() as probe:
@@ -136,10 +144,14 @@ def live_gateway(image, tmp_path):
     os.chown(run_dir, 99, 99)
     models = {"m": [{"name": name, "address": "127.0.0.1", "port": d.server_address[1]} for name, d in doors.items()]}
 
-    def write(**extra):
+    def write(door_certificate=DOOR_TLS["certificate"], **extra):
+        trusted = {"pair1": door_certificate}
         text = gw.render_gateway(models, "127.0.0.1", port, {name: f"engine-key-of-{name}" for name in doors},
-                                 check_interval=1,
+                                 check_interval=1, door_certificates=trusted,
                                  socket=f"{run_dir}/admin.sock", **extra)
+        for file in gw.door_certificate_files(trusted):
+            (config_dir / file["name"]).write_text(file["content"])
+            (config_dir / file["name"]).chmod(0o644)
         (config_dir / "haproxy.cfg").write_text(text)
         (config_dir / "keys").write_text(gw.render_keys([CLIENT_KEY]))
         (config_dir / gw.TLS_FILE).write_text(TLS["pem"])
@@ -167,13 +179,14 @@ def live_gateway(image, tmp_path):
             assert time.monotonic() < deadline, logs.stdout + logs.stderr
             time.sleep(0.2)
 
-    def reload(**extra):
+    def reload(wait=True, **extra):
         """The role's reload: the new configuration in place, the saved state brought to it, SIGUSR2."""
         write(**extra)
         client.save_state(str(config_dir / "haproxy.cfg"))
         subprocess.run(["docker", "kill", "--signal", "USR2", name], check=True, capture_output=True)
         time.sleep(1.0)   # the new worker takes over; its runtime API answers for it
-        wait_up()
+        if wait:
+            wait_up()
 
     wait_up()
     yield {"port": port, "doors": doors, "api": client, "reload": reload, "run_dir": run_dir, "config_dir": config_dir,
@@ -245,6 +258,31 @@ def test_l7_each_door_gets_its_own_cluster_key_and_never_a_client_key(live_gatew
     print(f"HAProxy 3.0, L7: 8 completions answered by {sorted(answered)}; each door was asked with {tokens}")
     assert answered == {"pair1", "pair2"}
     assert tokens == {name: {f"Bearer engine-key-of-{name}"} for name in ("pair1", "pair2")}
+
+
+def test_m2_a_relay_reaches_its_door_over_tls_and_refuses_a_door_with_another_certificate(live_gateway):
+    """Security review M2: the relay to pair1 speaks TLS to its door and trusts pair1's certificate alone. With
+    another certificate trusted (a door that is not pair1's, or a man in the middle), pair1's health checks fail and
+    no request reaches it; pair2 (plain HTTP, gateway_door_tls false) serves them all."""
+    conn = connect(live_gateway["port"])
+    answered = {post(conn, "/v1/completions")[1]["cluster"] for _i in range(8)}
+    assert answered == {"pair1", "pair2"}
+    other = _tls.plan(None, ["127.0.0.1"], "another door")["certificate"]
+    live_gateway["reload"](wait=False, door_certificate=other)
+    client, deadline = live_gateway["api"], time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows = client.servers("pair1")[0]
+        if rows and not any(gwapi.is_healthy(r["status"]) for r in rows):
+            break
+        time.sleep(0.5)
+    status = [r["status"] for r in client.servers("pair1")[0]]
+    before = len(live_gateway["doors"]["pair1"].paths)
+    conn = connect(live_gateway["port"])
+    after = {post(conn, "/v1/completions")[1]["cluster"] for _i in range(6)}
+    print(f"HAProxy 3.0, M2: over TLS to pair1's door, answered by {sorted(answered)}; with another certificate "
+          f"trusted, pair1 is {status} and 6 completions were answered by {sorted(after)}")
+    assert status and not any(gwapi.is_healthy(s) for s in status) and after == {"pair2"}
+    assert len(live_gateway["doors"]["pair1"].paths) == before
 
 
 def test_l10_a_source_over_its_share_of_connections_is_answered_429(live_gateway):

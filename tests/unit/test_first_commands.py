@@ -82,7 +82,9 @@ def test_the_readme_shows_the_first_request_by_the_served_name_with_the_key_thro
     section = README.split("### The first request", 1)[1].split("\n## ", 1)[0]
     assert f'"model": "{served}"' in section and f'model="{served}"' in section
     assert '-H "Authorization: Bearer $DGXSPARK_API_KEY"' in section
-    assert re.search(r"curl [^\n]*http://10\.20\.0\.5:8000/v1/chat/completions", section)  # the example's gateway
+    # the example's gateway, over HTTPS with its certificate (security review M2), once its fingerprint is checked
+    assert re.search(r"curl [^\n]*--cacert gateway\.pem https://10\.20\.0\.5:8000/v1/chat/completions", section)
+    assert "openssl s_client -connect 10.20.0.5:8000" in section and "-fingerprint -sha256" in section
     assert re.search(r"curl [^\n]*http://10\.20\.0\.11:8000/v1/chat/completions", section)  # pair_a's head
-    assert "from openai import OpenAI" in section and 'base_url="http://10.20.0.5:8000/v1"' in section
+    assert "from openai import OpenAI" in section and 'base_url="https://10.20.0.5:8000/v1"' in section
     assert "127.0.0.1:8000" in section  # with gateways, the engine is reached on its head only

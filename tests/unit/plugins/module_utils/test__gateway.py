@@ -359,3 +359,32 @@ def test_m2_clients_reach_the_gateway_over_tls_by_default_and_over_plain_http_on
     plain = render(tls=False).splitlines()
     assert [line for line in plain if line.startswith("    bind ") and "unix@" not in line] == ["    bind 10.0.0.5:8000"]
     assert not [line for line in plain if "ssl" in line]
+
+
+DOOR_CERT = "-----BEGIN CERTIFICATE-----\nMIIBfzCCASWgAwIBAgIUZG9vcg==\n-----END CERTIFICATE-----\n"
+
+
+def test_m2_each_relay_speaks_tls_to_its_door_and_trusts_its_certificate_alone():
+    """Security review M2: between the gateway and the doors, each relay verifies its own door's certificate (a file
+    of its own beside the configuration); a door without one (gateway_door_tls false) is reached over plain HTTP."""
+    text = render(door_certificates={"pair1": DOOR_CERT, "pair2": ""})
+    relay1, relay2 = gw.relay_name("pair1"), gw.relay_name("pair2")
+    assert section(text, f"listen {relay1}")[-1] == (
+        f"    server door 10.0.0.11:8100 ssl verify required ca-file /usr/local/etc/haproxy/{relay1}.crt")
+    assert section(text, f"listen {relay2}")[-1] == "    server door 10.0.0.13:8100"
+    assert "    ssl-default-server-options ssl-min-ver TLSv1.2" in text.splitlines()
+    assert gw.door_certificate_files({"pair1": DOOR_CERT}) == [{"name": f"{relay1}.crt", "content": DOOR_CERT}]
+    assert gw.door_certificates({"pair1": {"head": "h1"}, "pair2": {"head": "h2"}},
+                                {"h1": {"door_certificate": DOOR_CERT}, "h2": {}}) == {"pair1": DOOR_CERT}
+    for bad in ("x", DOOR_CERT + "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n",
+                DOOR_CERT.replace("MIIB", "MI\"IB")):
+        with pytest.raises(gw.GatewayError, match="pair1's door certificate is not a PEM certificate"):
+            render(door_certificates={"pair1": bad})
+
+
+def test_m2_a_door_speaks_tls_alone_when_asked():
+    lines = gw.render_door("10.0.0.11", 8100, ["10.0.0.5"], DOOR_KEY, tls=True).splitlines()
+    assert "    bind 10.0.0.11:8100 ssl crt /usr/local/etc/haproxy/tls.pem" in lines
+    assert "    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets" in lines
+    plain = gw.render_door("10.0.0.11", 8100, ["10.0.0.5"], DOOR_KEY).splitlines()
+    assert "    bind 10.0.0.11:8100" in plain and not [line for line in plain if "ssl" in line]

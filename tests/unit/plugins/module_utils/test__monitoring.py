@@ -179,6 +179,25 @@ def test_m2_a_gateway_with_a_certificate_is_scraped_over_https_trusting_it_alone
 @pytest.mark.parametrize("text", ["not a certificate", CERT + "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
                                   CERT.replace("MIIB", "MI IB\nscrape_configs: []")])
 def test_m2_a_gateway_certificate_that_is_not_one_is_refused(text):
-    with pytest.raises(mon.MonitoringError, match="gw1's certificate"):
+    with pytest.raises(mon.GatewayError, match="gateway gw1: its certificate"):
         mon.render_config(found(gateways=[{"host": "gw1", "lan_ip": "10.0.0.5"}]), {}, engine_key=KEY,
                           gateway_key="client-key-0123", gateway_certificates={"gw1": text})
+
+
+def test_m2_an_engine_scraped_through_a_door_that_speaks_tls_is_scraped_over_https_trusting_it_alone():
+    """The heads' doors serve TLS (gateway_door_tls): Prometheus reaches an engine through its door over HTTPS with
+    the doors' certificates as its only trust; an engine it reads on its own loopback stays plain HTTP."""
+    releases = {"spark-1": {"endpoint": {"host": "127.0.0.1", "port": 8000}},
+                "spark-a1.example.internal": {"endpoint": {"host": "127.0.0.1", "port": 8000}}}
+    got = found(releases=releases, gateways=[{"host": "gw1", "lan_ip": "10.0.0.5"}], monitor="gw1")
+    assert [(e["address"], e["door"]) for e in got["engine"]] == [("10.0.0.11:8100", True), ("10.0.0.21:8100", True)]
+    rendered = mon.render_config(got, {}, engine_key=KEY, gateway_key="client-key-0123",
+                                 door_certificates={"spark-1": CERT, "spark-a1.example.internal": ""})
+    files = {f["name"]: f["content"] for f in rendered["files"]}
+    job = files["prometheus.yml"][files["prometheus.yml"].index('job_name: "engine"'):]
+    job = job[:job.index("job_name", 10)]
+    assert files["door-ca.pem"] == CERT and 'ca_file: "/etc/prometheus/door-ca.pem"' in job
+    assert job.index('"10.0.0.11:8100"') < job.index('__scheme__: "https"') < job.index('"10.0.0.21:8100"') \
+        < job.index('__scheme__: "http"')
+    on_its_head = found(releases=releases, gateways=[{"host": "gw1", "lan_ip": "10.0.0.5"}], monitor="spark-1")
+    assert [(e["address"], e["door"]) for e in on_its_head["engine"]][0] == ("127.0.0.1:8000", False)
