@@ -70,20 +70,30 @@ def containers(i):
 
 
 # A 1-token completion to one pair's door, sent from the gateway box (the doors admit the gateways only).
-DOOR_PY = ("import json, sys, urllib.request\n"
+DOOR_PY = ("import json, ssl, sys, urllib.request\n"
            "url, model, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
+           "context = ssl.create_default_context(cadata=sys.argv[4])\n"
            "body = json.dumps({'model': model, 'prompt': 'canary', 'max_tokens': 1, 'temperature': 0}).encode()\n"
            "req = urllib.request.Request(url, data=body, headers={'Content-Type': 'application/json',\n"
            "                             'Authorization': 'Bearer ' + sys.stdin.read().strip()})\n"
-           "with urllib.request.urlopen(req, timeout=timeout) as resp:\n"
+           "with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:\n"
            "    sys.exit(0 if resp.status == 200 and json.load(resp).get('choices') else 1)\n")
 
 
+def door_certificate(pair):
+    """The certificate of PAIR's door (gateway_door_tls), read on its head: what the gateway's relay trusts alone."""
+    text = node_exec(node(HEADS[pair]), "cat", "/etc/dgxspark/gateway-door/tls.crt").stdout
+    assert "BEGIN CERTIFICATE" in text, f"{pair}'s door has no certificate"
+    return text
+
+
 def completion(pair, timeout=10.0):
-    """One pair answers a completion, asked through its head's door from the gateway box."""
-    url = f"http://{mgmt_ip(HEADS[pair])}:{DOOR_PORT}/v1/completions"
+    """One pair answers a completion, asked through its head's door (over TLS, trusting its certificate alone) from
+    the gateway box."""
+    url = f"https://{mgmt_ip(HEADS[pair])}:{DOOR_PORT}/v1/completions"
     try:
-        proc = subprocess.run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_PY, url, SERVED, str(timeout)],
+        proc = subprocess.run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_PY, url, SERVED, str(timeout),
+                               door_certificate(pair)],
                               input=engine_key(node(HEADS[pair])), text=True, capture_output=True,
                               timeout=timeout + 15, check=False)
     except subprocess.TimeoutExpired:
@@ -92,19 +102,21 @@ def completion(pair, timeout=10.0):
 
 
 # The status a pair's door answers a POST to PATH with, asked from the gateway box with the key on stdin (none if empty).
-DOOR_STATUS_PY = ("import sys, urllib.error, urllib.request\n"
+DOOR_STATUS_PY = ("import ssl, sys, urllib.error, urllib.request\n"
                   "key = sys.stdin.read().strip()\n"
+                  "context = ssl.create_default_context(cadata=sys.argv[2])\n"
                   "headers = {'Content-Type': 'application/json', **({'Authorization': 'Bearer ' + key} if key else {})}\n"
                   "req = urllib.request.Request(sys.argv[1], data=b'{}', headers=headers)\n"
                   "try:\n"
-                  "    print(urllib.request.urlopen(req, timeout=10).status)\n"
+                  "    print(urllib.request.urlopen(req, timeout=10, context=context).status)\n"
                   "except urllib.error.HTTPError as err:\n"
                   "    print(err.code)\n")
 
 
 def door_status(pair, path, key):
-    url = f"http://{mgmt_ip(HEADS[pair])}:{DOOR_PORT}{path}"
-    return run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_STATUS_PY, url], input_text=key).stdout.strip()
+    url = f"https://{mgmt_ip(HEADS[pair])}:{DOOR_PORT}{path}"
+    return run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_STATUS_PY, url, door_certificate(pair)],
+               input_text=key).stdout.strip()
 
 
 def gateway_server(**args):
@@ -359,10 +371,14 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
             socket.create_connection((mgmt_ip(head), 8000), timeout=5).close()
         print(f"{pair}: {mgmt_ip(head)}:8000 (the engine's port) refuses the controller's connection")
         with pytest.raises((ConnectionResetError, http.client.RemoteDisconnected, urllib.error.URLError)) as err:
-            urllib.request.urlopen(f"http://{mgmt_ip(head)}:{DOOR_PORT}/health", timeout=5)
+            urllib.request.urlopen(f"https://{mgmt_ip(head)}:{DOOR_PORT}/health", timeout=5)
         print(f"{pair}: the door {mgmt_ip(head)}:{DOOR_PORT} drops the controller ({type(err.value).__name__}), "
               "and answers the gateway box")
         assert completion(pair)
+        # Security review M2: the gateway's relay to this door trusts this door's certificate alone.
+        relay = "door_" + hashlib.sha256(pair.encode()).hexdigest()[:16]
+        trusted = node_exec(GATEWAY, "cat", f"/etc/dgxspark/gateway/{relay}.crt").stdout
+        assert trusted.strip() == door_certificate(pair).strip(), pair
         # Security review M1: the door asks the gateway box too for the cluster's engine key, and relays no other
         # route. L7: each cluster has its own key: a client key, or the other cluster's engine key, is refused.
         own = engine_key(node(head))
