@@ -372,9 +372,11 @@ def render_gateway(models, bind: str, port, engine_keys, max_body=1048576, maxco
 
 def door_certificate_files(door_certificates: dict | None) -> list[dict]:
     """The files beside the gateway's configuration that its relays trust: ``[{"name": "<relay>.crt", "content"}]``."""
-    return [{"name": f"{relay_name(cluster)}.crt", "content": check_certificate(text, f"cluster {cluster}'s door "
-                                                                                          "certificate")}
-            for cluster, text in sorted((door_certificates or {}).items())]
+    out = []
+    for cluster, text in sorted((door_certificates or {}).items()):
+        out.append({"name": f"{relay_name(cluster)}.crt",
+                    "content": check_certificate(text, f"cluster {cluster}'s door certificate")})
+    return out
 
 
 # What a door admits besides the inference paths: the engine's model list, its health and its metrics (Prometheus on the

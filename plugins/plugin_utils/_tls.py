@@ -209,8 +209,8 @@ def plan(current: str | None, names, common_name: str, given_certificate: str = 
         elif current_ok is None:
             reason = "the node's file holds no readable certificate and key"
         else:
-            reason = "the node's certificate is not good: " + judge(current_ok[0], current_ok[1], names, now,
-                                                                     renew_before_days)
+            why = judge(current_ok[0], current_ok[1], names, now, renew_before_days)
+            reason = "the node's certificate is not good: " + why
         pem, cert = make(names, common_name or names[0], now, valid_days)
         cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
         source = "made"

@@ -112,6 +112,9 @@ def test_api_answers_on_the_lan_from_the_controller(deployed, lab):
         models = json.load(response)
     assert [m["id"] for m in models["data"]] == ["qwen3.5-122b-a10b-fp8"]
     assert f"at http://{head}:8000/v1," in " ".join(deployed.stdout.split())  # the summary prints that endpoint
+    # Security review M2: without a gateway, the door serves plain HTTP, and the run says so.
+    assert (f"pair1: its door serves clients over plain HTTP on {head}: client keys and prompts cross the network in "
+            "clear") in " ".join(deployed.stdout.split())
 
     def served_version():  # what the engine behind that door says it is, asked on the head's loopback (the door
         # relays no /version)

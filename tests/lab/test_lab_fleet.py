@@ -439,6 +439,12 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
     # line, no docker inspect and no log of the gateway box or a head, nor in the -vvv run's output.
     secrets = {"client key": KEY, "second client key": "second-client-key-123",
                **{f"{pair}'s engine key": engine_key(node(head)) for pair, head in HEADS.items()}}
+    # M2: the TLS private keys of the gateway and of each door (their longest base64 line).
+    for what, host, path in [("gateway's TLS key", GATEWAY, "/etc/dgxspark/gateway/tls.pem")] + [
+            (f"{pair}'s door TLS key", node(head), "/etc/dgxspark/gateway-door/tls.pem") for pair, head in HEADS.items()]:
+        pem = node_exec(host, "cat", path).stdout
+        lines = pem[pem.index("-----BEGIN PRIVATE KEY-----"):].splitlines()[1:-1]
+        secrets[what] = max(lines, key=len)
     needles = {**secrets, **{f"{name} {algo}": hashlib.new(algo, value.encode()).hexdigest()
                              for name, value in secrets.items() for algo in ("sha256", "sha1", "md5")}}
     places = {"gateway.yml -vvv": again.stdout + again.stderr}

@@ -171,8 +171,8 @@ def test_m2_a_gateway_with_a_certificate_is_scraped_over_https_trusting_it_alone
     assert 'ca_file: "/etc/prometheus/gateway-ca.pem"' in job
     assert job.index('"10.0.0.5:8000"') < job.index('__scheme__: "https"') < job.index('"10.0.0.6:8000"') \
         < job.index('__scheme__: "http"')
-    plain = {f["name"]: f["content"] for f in mon.render_config(found(gateways=gateways), {}, engine_key=KEY,
-                                                                 gateway_key="client-key-0123")["files"]}
+    rendered = mon.render_config(found(gateways=gateways), {}, engine_key=KEY, gateway_key="client-key-0123")
+    plain = {f["name"]: f["content"] for f in rendered["files"]}
     assert "gateway-ca.pem" not in plain and "tls_config" not in plain["prometheus.yml"]
 
 

@@ -74,7 +74,7 @@ def _given(names=("gw.example.net",), days=90):
 
 def test_the_inventorys_certificate_is_served_as_given_with_its_chain():
     cert, key = _given()
-    intermediate, _ = _given(["ca.example.net"])
+    intermediate = _given(["ca.example.net"])[0]
     found = _tls.plan(made()["pem"], ["10.0.0.5"], "", given_certificate=cert + intermediate, given_private_key=key,
                       now=NOW)
     assert found["source"] == "given" and found["names"] == ["gw.example.net"] and found["changed"]
