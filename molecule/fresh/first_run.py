@@ -287,30 +287,34 @@ def cmd_verify(work: Path) -> None:
         raise SystemExit(f"first_run: the gateway's answer is not a completion of the served model: {reply}")
     print(f"first_run: {url} answered with {reply['model']}: {text[:60]!r}")
     if MONITORING_GROUP in yaml.safe_load((work / "operator" / "inventory" / "hosts.yml").read_text())["all"]["children"]:
-        print(f"first_run: Prometheus scrapes the gateway at {prometheus_scrapes_gateway(lab)}")
+        print(f"first_run: Prometheus scrapes the engine and the gateway at {prometheus_scrapes_over_tls(lab)}")
 
 
-# Prometheus's targets, asked on the gateway box (it listens on its loopback): the gateway job's (url, health, error).
+# Prometheus's targets, asked on the gateway box (it listens on its loopback): the gateway's and the engine's (through
+# the head's door), each [job, scrape URL, health, last error].
 TARGETS_PY = """
 import json, urllib.request
 active = json.load(urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets", timeout=10))["data"]["activeTargets"]
-print(json.dumps([[t["scrapeUrl"], t["health"], t["lastError"]] for t in active if t["labels"]["job"] == "gateway"]))
+print(json.dumps([[t["labels"]["job"], t["scrapeUrl"], t["health"], t["lastError"]] for t in active
+                  if t["labels"]["job"] in ("gateway", "engine")]))
 """
 
 
-def prometheus_scrapes_gateway(lab, wait: float = 90.0) -> str:
-    """The gateway job's scrape URL once its target is up: over HTTPS, trusting the gateway's certificate alone (M2)."""
+def prometheus_scrapes_over_tls(lab, wait: float = 90.0) -> list:
+    """The gateway's and the engine's scrape URLs once both targets are up: over HTTPS, trusting the gateway's and
+    the door's certificates alone (security review M2)."""
     deadline = time.monotonic() + wait
     while True:
         proc = subprocess.run(["docker", "exec", lab.GATEWAY_NODE, "python3", "-c", TARGETS_PY], text=True,
                               capture_output=True, check=False)
         found = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else []
-        if len(found) == 1 and found[0][1] == "up":
-            if not found[0][0].startswith("https://"):
-                raise SystemExit(f"first_run: Prometheus scrapes the gateway over plain HTTP: {found}")
-            return found[0][0]
+        if sorted(job for job, _url, _health, _error in found) == ["engine", "gateway"] \
+                and all(health == "up" for _job, _url, health, _error in found):
+            if not all(url.startswith("https://") for _job, url, _health, _error in found):
+                raise SystemExit(f"first_run: Prometheus scrapes over plain HTTP: {found}")
+            return [url for _job, url, _health, _error in sorted(found)]
         if time.monotonic() > deadline:
-            raise SystemExit(f"first_run: Prometheus's gateway target is not up: {found or proc.stderr[-500:]}")
+            raise SystemExit(f"first_run: Prometheus's gateway and engine targets are not up: {found or proc.stderr[-500:]}")
         time.sleep(2)
 
 

@@ -6,12 +6,15 @@ and regression. llama-benchy is played by a small script standing in for its pyt
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
+import ssl
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +32,7 @@ KEY = "sentinel-key-8c1f0e"
 FAKE = """#!/bin/sh
 shift 2
 printf '%s\\n' "$@" > "$FAKE_DIR/argv"
+printf '%s' "${SSL_CERT_FILE:-}" > "$FAKE_DIR/ca"
 cat > "$FAKE_DIR/stdin"
 case "$FAKE_MODE" in
   sleep) sleep 300 & echo $! > "$FAKE_DIR/child"; sleep 300 ;;
@@ -69,6 +73,42 @@ def test_a_step_returns_its_row_and_gives_the_key_on_stdin_only(fake, monkeypatc
     argv = (tmp / "argv").read_text()
     assert KEY not in argv and KEY not in json.dumps(out["argv"]) and "--concurrency\n2\n" in argv
     assert (tmp / "stdin").read_text() == KEY + "\n"
+
+
+def test_m2_an_https_endpoint_is_trusted_by_the_ca_file_alone(fake, monkeypatch, tmp_path):
+    """Through a gateway that serves TLS, llama-benchy trusts the gateway's certificate (ca_file): the step gives it
+    as SSL_CERT_FILE, which the default context of llama-benchy's client (aiohttp: ssl.create_default_context) reads;
+    a real TLS server with a certificate made as the gateway's is trusted that way, and not without it."""
+    python, params, tmp = fake
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    assert run_mod.run_step({**params, "ca_file": "/ctl/gateway-pair1.pem"}, python=str(python))["status"] == "ok"
+    assert (tmp / "ca").read_text() == "/ctl/gateway-pair1.pem"
+    run_mod.run_step({**params, "ca_file": ""}, python=str(python))
+    assert (tmp / "ca").read_text() == os.environ.get("SSL_CERT_FILE", "")
+
+    from ansible_collections.dgxspark.vllm.plugins.plugin_utils import _tls  # pylint: disable=import-outside-toplevel
+    made = _tls.plan(None, ["127.0.0.1"], "gateway")
+    (tmp_path / "tls.pem").write_text(made["pem"])
+    (tmp_path / "ca.pem").write_text(made["certificate"])
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "tls.pem")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ask = ("import ssl, sys, urllib.request\n"
+           "try:\n"
+           "    print(urllib.request.urlopen(sys.argv[1], context=ssl.create_default_context(), timeout=10).status)\n"
+           "except Exception as exc:\n"
+           "    print(type(exc).__name__)\n")
+    url = f"https://127.0.0.1:{server.server_address[1]}/"
+    try:
+        trusted = subprocess.run([sys.executable, "-c", ask, url], capture_output=True, text=True, check=True,
+                                 env={**os.environ, "SSL_CERT_FILE": str(tmp_path / "ca.pem")}).stdout.strip()
+        untrusted = subprocess.run([sys.executable, "-c", ask, url], capture_output=True, text=True, check=True,
+                                   env={k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}).stdout.strip()
+    finally:
+        server.shutdown()
+    assert (trusted, untrusted) == ("200", "URLError")
 
 
 def test_a_step_past_its_timeout_is_stopped_with_its_children(fake, monkeypatch):
