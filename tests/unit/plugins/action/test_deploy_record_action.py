@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import glob
 import os
-from unittest.mock import MagicMock
 
 import pytest
 import yaml
 
 from ansible.errors import AnsibleActionFail
-from ansible.playbook.task import Task
 
 from ansible_collections.dgxspark.vllm.plugins.action import deploy_record as plugin
 
 ROOT = plugin.COLLECTION_ROOT
+CONVERGED = {"converged": True}
 
 
 class Broken(dict):
@@ -120,25 +119,14 @@ def test_what_the_heads_pull_did_this_run_is_not_an_input():
     assert digest(hostvars(s1=pulled)) == digest(hostvars(s1=dict(pulled, image_pull_result={"pulled": False})))
 
 
-def run_action(args, task_vars):
-    task = Task()
-    task.args = args
-    connection = MagicMock()
-    connection._shell.tmpdir = None
-    action = plugin.ActionModule(task, connection, MagicMock(check_mode=False), loader=None, templar=None,
-                                 shared_loader_obj=None)
-    action._execute_module = MagicMock(return_value={"converged": True})
-    return action, action.run(task_vars=task_vars)
-
-
-def test_the_action_makes_the_digest_for_a_read_and_requires_one_to_record():
+def test_the_action_makes_the_digest_for_a_read_and_requires_one_to_record(run_action):
     task_vars = {"inventory_hostname": "s1", "hostvars": hostvars(), "dgxspark_fleet": {"clusters": {"pair1": ["s1", "s2"]}},
                  "dgxspark_node": {"members": ["s1", "s2"]}}
-    action, result = run_action({}, task_vars)
+    action, result = run_action(plugin, {}, task_vars, CONVERGED)
     assert result["converged"]
     sent = action._execute_module.call_args.kwargs["module_args"]
     assert sent["inputs"] == digest() and result["inputs"] == digest()  # the module masks it: the action returns it
     with pytest.raises(AnsibleActionFail, match="state=present records the read's inputs"):
-        run_action({"state": "present"}, task_vars)
-    action, _result = run_action({"state": "present", "inputs": "given"}, task_vars)
+        run_action(plugin, {"state": "present"}, task_vars, CONVERGED)
+    action, _result = run_action(plugin, {"state": "present", "inputs": "given"}, task_vars, CONVERGED)
     assert action._execute_module.call_args.kwargs["module_args"]["inputs"] == "given"
