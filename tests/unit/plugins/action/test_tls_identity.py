@@ -19,12 +19,12 @@ def read_by(run_action, args, answer):
 
 def test_a_node_without_a_file_gets_a_new_identity_and_one_with_a_good_one_keeps_it(run_action):
     action, made = read_by(run_action, {"path": "/etc/dgxspark/gateway/tls.pem", "names": ["10.0.0.5"]},
-                              {"failed": True, "msg": "File not found: /etc/dgxspark/gateway/tls.pem"})
+                           {"failed": True, "msg": "File not found: /etc/dgxspark/gateway/tls.pem"})
     assert action._execute_module.call_count == 1  # one round trip to the node
     assert action._execute_module.call_args.kwargs["module_name"] == "ansible.legacy.slurp"
     assert made["source"] == "made" and made["renew"] and not made["changed"] and "BEGIN PRIVATE KEY" in made["pem"]
     _action, kept = read_by(run_action, {"path": "/etc/dgxspark/gateway/tls.pem", "names": ["10.0.0.5"]},
-                               {"content": base64.b64encode(made["pem"].encode()).decode()})
+                            {"content": base64.b64encode(made["pem"].encode()).decode()})
     assert kept["source"] == "kept" and not kept["renew"] and kept["fingerprint_sha256"] == made["fingerprint_sha256"]
 
 
