@@ -11,7 +11,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
     GATEWAY_GROUP, GATEWAY_HOST_VARS, MONITORING_ADDRESS_VAR, MONITORING_GROUP, MONITORING_HOST_VARS, node_fabric,
     plain_hostvars, resolve_fleet, resolve_gateways, service_host_warnings, with_fabric)
 from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import (
-    READ, check_exposure, check_host, check_secrets, unreadable,
+    BIND_VARIABLE, DOOR_METRICS_KEY, READ, check_exposure, check_host, check_metrics_key, check_secrets, unreadable,
 )
 
 
@@ -24,6 +24,22 @@ def _raw(hostvars, host, hv):
         return None
 
 
+def read_variables(hostvars, hosts, names) -> dict:
+    """{host: {name: value}} of NAMES as hostvars hands them over (templated, a vault's decrypted); a value whose
+    template fails is an Unreadable."""
+    out = {}
+    for host in hosts:
+        hv = hostvars[host] if host in hostvars else {}
+        out[host] = {}
+        for variable in names:
+            try:
+                if variable in hv:
+                    out[host][variable] = hv[variable]
+            except Exception as exc:  # pylint: disable=broad-except  # lazy hostvars: an undefined or broken template
+                out[host][variable] = unreadable(exc)
+    return out
+
+
 def input_problems(hostvars, hosts, require_api_key: bool = False, gateways: bool = False) -> list[str]:
     """The problems among the values the inventory (or -e) gives HOSTS for the variables _inputs checks, and their
     secrets' (a placeholder, a vault value nothing maps, and with REQUIRE_API_KEY no key to serve with).
@@ -33,15 +49,10 @@ def input_problems(hostvars, hosts, require_api_key: bool = False, gateways: boo
     leaves it to the role that uses it (a play need not define every variable), the secrets' checks say what it
     means for them. RAW (hostvars.raw_get: the variables as written) shows a vault value used under another name."""
     problems = []
+    read = read_variables(hostvars, hosts, READ)
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
-        values = {}
-        for variable in READ:
-            try:
-                if variable in hv:
-                    values[variable] = hv[variable]
-            except Exception as exc:  # pylint: disable=broad-except  # lazy hostvars: an undefined or broken template
-                values[variable] = unreadable(exc)
+        values = read[host]
         problems.extend(check_host(host, values))
         problems.extend(check_exposure(host, values, gateways))
         problems.extend(check_secrets(host, values, raw=lambda host=host, hv=hv: _raw(hostvars, host, hv),
@@ -110,6 +121,11 @@ class ActionModule(ActionBase):
         cluster = fleet["clusters"].get(fleet["host_cluster"].get(host, ""), {})
         input_errors = input_problems(task_vars.get("hostvars", {}), cluster.get("members") or [host],
                                       require_api_key=args["require_api_key"], gateways=bool(gateways))
+        if monitors and not fleet["errors"]:
+            heads = [entry["head"] for entry in fleet["clusters"].values()]
+            input_errors += check_metrics_key(
+                read_variables(task_vars.get("hostvars", {}), heads, DOOR_METRICS_KEY + (BIND_VARIABLE,)),
+                read_variables(task_vars.get("hostvars", {}), [m["host"] for m in monitors], DOOR_METRICS_KEY[1:]))
         if fleet["errors"] or gateway_errors or input_errors:
             # dict.fromkeys: a fabric IP is checked fleet-wide and among the cluster's values; say it once.
             errors = list(dict.fromkeys(fleet["errors"] + gateway_errors + input_errors))

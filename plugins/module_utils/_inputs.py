@@ -561,6 +561,48 @@ def check_exposure(host: str, variables: dict, gateways: bool) -> list[str]:
             f"reaches it through the head's door), or, to expose it anyway, set {ALLOW_WILDCARD}: true"]
 
 
+# The metrics key (GET /metrics at the heads' doors): the doors take the first of these their head sees, Prometheus
+# sends the first of the others its monitoring host sees (the roles' defaults resolve the same way).
+DOOR_METRICS_KEY = ("gateway_door_metrics_api_key", "monitoring_engine_api_key", "dgxspark_api_key")
+PROMETHEUS_METRICS_KEY = ("monitoring_engine_api_key", "dgxspark_api_key")
+
+
+def _first(values: dict, names: tuple):
+    """(the variable, its value) of the first of NAMES set in VALUES; (None, None) when none is, or when the first
+    set cannot be read (it is left to the role that uses it)."""
+    for variable in names:
+        if variable in values and values[variable] is not None:
+            value = values[variable]
+            return (None, None) if isinstance(value, Unreadable) else (variable, value)
+    return None, None
+
+
+def check_metrics_key(heads: dict, monitors: dict) -> list[str]:
+    """Whether Prometheus on each monitoring host sends the metrics key each head's door admits. HEADS and MONITORS
+    map a host to its variables (of DOOR_METRICS_KEY and PROMETHEUS_METRICS_KEY). A key set in the monitoring
+    group's variables alone is the trap: the heads never see it, their doors admit another and every scrape of an
+    engine is answered 401. The message names the hosts and the variables, never a key."""
+    problems = []
+    for monitor, mine in sorted(monitors.items()):
+        sent_by, sent = _first(mine, PROMETHEUS_METRICS_KEY)
+        if sent_by is None:
+            continue
+        for head, theirs in sorted(heads.items()):
+            if head == monitor:
+                continue  # Prometheus on the head itself reads the engine on the loopback, not through the door
+            if str(theirs.get(BIND_VARIABLE) or "127.0.0.1") not in ("127.0.0.1", "::1"):
+                continue  # an engine the operator put on the LAN has no door; its /metrics asks for no key
+            admitted_by, admitted = _first(theirs, DOOR_METRICS_KEY)
+            if admitted_by is None or str(admitted) == str(sent):
+                continue
+            problems.append(
+                f"host {head}: its door admits the metrics key of {admitted_by}, but Prometheus on {monitor} sends "
+                f"{sent_by}, another key, so every scrape of {head}'s engine would be refused (401); set "
+                f"monitoring_engine_api_key where both see it (group_vars/all, or the vault), not in one group's "
+                f"variables alone")
+    return problems
+
+
 # What a node reports about its own fabric (dgxspark.vllm.rdma_facts) is checked as strictly as the inventory: it
 # goes into authorized_keys' from=, known_hosts, ping's argv and the engines' environment.
 IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")

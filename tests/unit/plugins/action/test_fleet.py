@@ -235,3 +235,30 @@ def test_an_hf_token_mapped_straight_into_the_roles_variable_is_used_and_passes(
     # the same value under a name nothing reads is still named
     raw["s1"] = dict(raw["s1"], model_sync_hf_token="{{ vault_other }}")
     assert "vault_dgxspark_hf_token is set" in run_on("s1", hostvars=Templated(raw, templated))["msg"]
+
+
+def test_a_metrics_key_set_for_the_monitoring_hosts_alone_is_stopped_before_any_node_is_touched():
+    """Operator trap (fails at efb599c): monitoring_engine_api_key set in the monitoring group's variables alone. The
+    heads never see it, their doors admit dgxspark_api_key for /metrics, and Prometheus's every scrape of an engine
+    is refused (401) with nothing said. Now the first task stops on every host, naming the variables, not the keys."""
+    groups = {**GROUPS, "all": GROUPS["all"] + ["mon1"], "dgxspark_monitoring": ["mon1"]}
+    base = {h: {**v, "dgxspark_api_key": "client-key-0123456789"} for h, v in HOSTVARS.items()}
+    trapped = {**base, "mon1": {"ansible_host": "10.0.0.6", "dgxspark_api_key": "client-key-0123456789",
+                                "monitoring_engine_api_key": "metrics-key-0123456789"}}
+    for host in ("s1", "s2", "gw1", "mon1"):
+        result = run_on(host, hostvars=trapped, groups=groups)
+        assert result.get("failed"), (host, result)
+        assert ("host s1: its door admits the metrics key of dgxspark_api_key, but Prometheus on mon1 sends "
+                "monitoring_engine_api_key, another key") in result["msg"]
+        assert "set monitoring_engine_api_key where both see it (group_vars/all" in result["msg"]
+        assert "metrics-key-0123456789" not in result["msg"] and "client-key-0123456789" not in result["msg"]
+    # The same key seen by both (group_vars/all), a door key set for the heads that is Prometheus's, or no monitoring
+    # host at all: nothing to say.
+    shared = {h: {**v, "monitoring_engine_api_key": "metrics-key-0123456789"} for h, v in trapped.items()}
+    assert not run_on("s1", hostvars=shared, groups=groups).get("failed")
+    door_set = {**trapped, "s1": {**trapped["s1"], "gateway_door_metrics_api_key": "metrics-key-0123456789"}}
+    assert not run_on("s2", hostvars=door_set, groups=groups).get("failed")
+    assert not run_on("s1", hostvars=trapped, groups=GROUPS).get("failed")
+    # Prometheus on the head itself reads its engine on the loopback: no door in between.
+    on_head = {**trapped, "s1": {**trapped["s1"], "monitoring_engine_api_key": "metrics-key-0123456789"}}
+    assert not run_on("s1", hostvars=on_head, groups={**groups, "dgxspark_monitoring": ["s1"]}).get("failed")

@@ -315,3 +315,18 @@ def test_l7_an_engine_key_that_is_a_client_key_is_refused_naming_the_fix(require
     assert len(problems) == 1 and "shared-key-1234" not in problems[0], problems
     assert problems[0].startswith("host s1: vllm_serve_api_key is the same key as dgxspark_api_key")
     assert "remove the line that sets vllm_serve_api_key" in problems[0]
+
+
+def test_the_metrics_key_each_door_admits_is_the_one_prometheus_sends():
+    heads = {"s1": {"dgxspark_api_key": "client-key-0123"}, "s3": {"monitoring_engine_api_key": "metrics-0123"}}
+    monitors = {"mon1": {"monitoring_engine_api_key": "metrics-0123"}}
+    problems = i.check_metrics_key(heads, monitors)
+    assert len(problems) == 1 and problems[0].startswith("host s1: its door admits the metrics key of dgxspark_api_key")
+    assert "metrics-0123" not in problems[0] and "client-key-0123" not in problems[0]
+    # A value that cannot be read (an undefined template, a vault without its password) is left to the roles.
+    unread = i.unreadable(ValueError("'vault_metrics' is undefined"))
+    assert i.check_metrics_key(heads, {"mon1": {"monitoring_engine_api_key": unread}}) == []
+    assert i.check_metrics_key({"s1": {"gateway_door_metrics_api_key": unread}}, monitors) == []
+    assert i.check_metrics_key(heads, {"mon1": {}}) == []
+    # An engine on the LAN (vllm_serve_host) has no door: Prometheus reads its /metrics, which asks for no key.
+    assert i.check_metrics_key({"s1": {**heads["s1"], "vllm_serve_host": "10.0.0.11"}}, monitors) == []
