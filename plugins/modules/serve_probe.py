@@ -204,6 +204,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _diagnosis, _docker
+from ansible_collections.dgxspark.vllm.plugins.module_utils._watchdog import api_key as serve_env_key
 
 try:
     import docker  # pylint: disable=import-error
@@ -217,11 +218,7 @@ except ImportError:
 def read_api_key_file(path):
     """The key of PATH's VLLM_API_KEY=<key> line (None when it has none); OSError when PATH cannot be read."""
     with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            name, sep, value = line.rstrip("\n").partition("=")
-            if sep and name.strip() == "VLLM_API_KEY":
-                return value or None
-    return None
+        return serve_env_key(handle.read()) or None
 
 
 def http_call(method, url, api_key=None, body=None, timeout=10.0):
