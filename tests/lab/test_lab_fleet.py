@@ -467,6 +467,41 @@ def serving_image_id(i, container):
     return node_exec(node(i), "docker", "inspect", "-f", "{{.Image}}", container).stdout.strip()
 
 
+def test_m2_plain_http_only_when_asked_and_the_run_says_so(fleet):
+    """Security review M2: plain HTTP is an explicit choice (gateway_tls and gateway_door_tls false). The run says
+    that keys cross the network in clear, the certificates and keys leave the gateway and the doors, and the
+    gateway answers over HTTP. Asked for TLS again, the gateway makes a new certificate, whose fingerprint the run
+    prints, and serves it."""
+    assert fleet.returncode == 0
+    before = gateway_certificate()
+    plain = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), GATEWAY_PLAY, *SAME_MODEL,
+                 "-e", "gateway_tls=false", "-e", "gateway_door_tls=false"], check=False, env=ansible_env())
+    text = flat(plain)
+    assert plain.returncode == 0, why(plain)
+    assert (f"gateway {GATEWAY}: plain HTTP (gateway_tls: false): client keys and prompts cross the network in clear"
+            in text), text[-3000:]
+    assert f"gateway {GATEWAY}: http://" in text and "TLS certificate SHA-256" not in text
+    left = [f"{host}:{path}" for host, path in [(GATEWAY, "/etc/dgxspark/gateway/tls.pem"),
+                                                (GATEWAY, "/etc/dgxspark/gateway/tls.crt")]
+            + [(node(h), "/etc/dgxspark/gateway-door/tls.pem") for h in HEADS.values()]
+            if node_exec(host, "test", "-e", path, check=False).returncode == 0]
+    assert not left, left
+    request = urllib.request.Request(gateway_url().replace("https://", "http://") + "/v1/models",
+                                     headers={"Authorization": f"Bearer {KEY}"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        assert resp.status == 200 and SERVED in resp.read().decode()
+    back = run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), GATEWAY_PLAY, *SAME_MODEL], check=False,
+               env=ansible_env())
+    assert back.returncode == 0, why(back)
+    after = gateway_certificate()
+    printed = ":".join(f"{b:02X}" for b in hashlib.sha256(ssl.PEM_cert_to_DER_cert(after)).digest())
+    assert after != before and f"gateway {GATEWAY}: TLS certificate SHA-256 {printed}" in flat(back)
+    status, _answer = through_gateway("GET", "/v1/models", key=KEY)
+    assert status == 200 and completion("pair1")
+    print(f"gateway: plain HTTP when asked (said, certificates removed), then TLS again with a new certificate "
+          f"{printed[:23]}...")
+
+
 def test_a0_a_rollout_stops_before_the_switch_when_a_worker_lacks_the_previous_image_by_id(fleet, tmp_path):
     """The record names an image (by ID, for both nodes) only spark-3 holds: the rollout stops naming spark-4, nothing
     switches."""
