@@ -467,6 +467,7 @@ def serving_image_id(i, container):
     return node_exec(node(i), "docker", "inspect", "-f", "{{.Image}}", container).stdout.strip()
 
 
+@pytest.mark.slow  # make test: TLS through the deployed gateway (the test above), plain HTTP rendered (unit tests)
 def test_m2_plain_http_only_when_asked_and_the_run_says_so(fleet):
     """Security review M2: plain HTTP is an explicit choice (gateway_tls and gateway_door_tls false). The run says
     that keys cross the network in clear, the certificates and keys leave the gateway and the doors, and the
