@@ -17,8 +17,8 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     # It reads one file on the node and writes nothing: the same in check mode.
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("path", "names", "common_name", "certificate", "private_key", "valid_days",
-                             "renew_before_days"))
+    _VALID_ARGS = frozenset(("path", "names", "optional_names", "common_name", "certificate", "private_key",
+                             "valid_days", "renew_before_days"))
 
     def _read(self, path: str, task_vars) -> str | None:
         """The file's text on the node (one module call); None when there is none."""
@@ -43,7 +43,8 @@ class ActionModule(ActionBase):
             found = plan(current, args.get("names"), str(args.get("common_name") or ""),
                          given_certificate=str(args.get("certificate") or ""),
                          given_private_key=str(args.get("private_key") or ""),
-                         valid_days=args.get("valid_days", 397), renew_before_days=args.get("renew_before_days", 30))
+                         valid_days=args.get("valid_days", 397), renew_before_days=args.get("renew_before_days", 30),
+                         optional_names=args.get("optional_names") or [])
         except TlsError as exc:
             raise AnsibleActionFail(f"{task_vars.get('inventory_hostname', 'this host')}: tls_identity: {exc}") from None
         result.update(found)

@@ -77,17 +77,20 @@ options:
     default: ''
   gateway_certificates:
     description:
-      - The certificates of the gateways that serve TLS, by gateway host (their C(tls.crt)). Prometheus scrapes those
-        over HTTPS and trusts these certificates alone; a gateway without one is scraped over plain HTTP.
-    type: dict
-    default: {}
+      - The results of M(ansible.builtin.slurp) looped over the gateway hosts on their C(tls.crt) (C(item) the host,
+        C(content) the file); a gateway without the file serves plain HTTP. Prometheus scrapes the others over HTTPS
+        and trusts these certificates alone.
+    type: list
+    elements: dict
+    default: []
     version_added: 0.10.0
   door_certificates:
     description:
-      - The certificates of the heads' doors that serve TLS, by head (their C(tls.crt)). An engine scraped through its
-        head's door is scraped over HTTPS, trusting these certificates alone.
-    type: dict
-    default: {}
+      - The same for the heads' doors (slurp looped over the heads on their door's C(tls.crt)). An engine scraped
+        through its head's door that has one is scraped over HTTPS, trusting these certificates alone.
+    type: list
+    elements: dict
+    default: []
     version_added: 0.10.0
 """
 
@@ -107,9 +110,17 @@ _value:
   type: dict
 """
 
+import base64
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway, _monitoring
+
+
+def _read(results) -> dict:
+    """{host: text} from slurp's loop results (item: the host, content: base64); a host with no file is left out."""
+    return {r["item"]: base64.b64decode(r["content"]).decode("utf-8", "replace")
+            for r in results or [] if isinstance(r, dict) and r.get("content")}
 
 
 def monitoring_config(clusters, nodes=None, hints=None, releases=None, gateways=None, monitor=None, settings=None,
@@ -120,8 +131,8 @@ def monitoring_config(clusters, nodes=None, hints=None, releases=None, gateways=
                                     gateways=gateways or [], monitor=str(monitor or ""), node_port=node_port,
                                     door_port=door_port, gateway_port=gateway_port, gateway_bind=gateway_bind or "")
         rendered = _monitoring.render_config(found, settings, engine_key=engine_key, gateway_key=gateway_key,
-                                             gateway_certificates=gateway_certificates,
-                                             door_certificates=door_certificates)
+                                             gateway_certificates=_read(gateway_certificates),
+                                             door_certificates=_read(door_certificates))
     except (_gateway.GatewayError, ValueError, TypeError, AttributeError) as exc:
         raise AnsibleFilterError(f"monitoring_config: {exc}") from exc
     rendered["warnings"] = found["warnings"]

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-# The action plugin (plugins/action/tls_identity.py) reads the node's file and decides on the controller; this file
-# only documents it.
+# The action plugin (plugins/action/tls_identity.py) reads the node's file and decides on the controller, and declares
+# supports_check_mode there (_supports_check_mode = True: it only reads); this file only documents it.
 
 DOCUMENTATION = r"""
 module: tls_identity
@@ -52,6 +52,13 @@ options:
     type: list
     elements: str
     required: true
+  optional_names:
+    description:
+      - Names added to O(names) when they are IP addresses or DNS names, and left out otherwise (a host's
+        C(ansible_host), which may be an alias SSH resolves but no certificate can name).
+    type: list
+    elements: str
+    default: []
   common_name:
     description: The subject's common name of a made certificate; the first of O(names) when empty.
     type: str

@@ -155,8 +155,20 @@ def make(names: list[str], common_name: str, now: datetime.datetime, valid_days:
     return cert_pem + key_pem, cert
 
 
+def optional(names) -> list[str]:
+    """Those of NAMES that are IP addresses or DNS names (an ansible_host such as ``spark_gw``, which SSH resolves but
+    no certificate can name, is left out)."""
+    out = []
+    for name in names if isinstance(names, (list, tuple)) else []:
+        try:
+            out += check_names([name], "")
+        except TlsError:
+            continue
+    return out
+
+
 def plan(current: str | None, names, common_name: str, given_certificate: str = "", given_private_key: str = "",
-         valid_days=397, renew_before_days=30, now: datetime.datetime | None = None) -> dict:
+         valid_days=397, renew_before_days=30, now: datetime.datetime | None = None, optional_names=()) -> dict:
     """What the node's identity file should hold, and why.
 
     CURRENT is the file's text on the node (None: no file). With GIVEN_CERTIFICATE and GIVEN_PRIVATE_KEY (the
@@ -164,11 +176,15 @@ def plan(current: str | None, names, common_name: str, given_certificate: str = 
     business). Else the node's identity is kept while it names every one of NAMES and has more than RENEW_BEFORE_DAYS
     left; otherwise a new self-signed one is made, valid VALID_DAYS.
 
+    OPTIONAL_NAMES are added to NAMES when they are IP addresses or DNS names (:func:`optional`), left out otherwise.
+
     Returns ``{"pem", "certificate", "fingerprint_sha256", "not_after", "names", "source": given|kept|made,
     "reason", "changed"}`` (``changed``: the file's text differs from CURRENT).
     """
     _require()
     now = now or datetime.datetime.now(datetime.timezone.utc)
+    if isinstance(names, (list, tuple)):
+        names = list(names) + optional(optional_names)
     names = check_names(names, "the certificate's names")
     try:
         valid_days = int(valid_days)

@@ -111,3 +111,12 @@ def test_names_are_checked(names, match):
 def test_validity_is_checked(valid, renew):
     with pytest.raises(_tls.TlsError, match="days"):
         _tls.plan(None, ["10.0.0.5"], "", valid_days=valid, renew_before_days=renew, now=NOW)
+
+
+def test_an_optional_name_no_certificate_can_hold_is_left_out_and_a_good_one_is_added():
+    """An ansible_host such as spark_gw (an alias SSH resolves) cannot be a certificate's name: it is left out, where
+    a required name would stop the run."""
+    found = _tls.plan(None, ["10.0.0.5"], "", optional_names=["spark_gw", "gw.example.net", "10.0.0.5"], now=NOW)
+    assert found["names"] == ["10.0.0.5", "gw.example.net"]
+    with pytest.raises(_tls.TlsError, match="neither an IP address nor a DNS name"):
+        _tls.plan(None, ["10.0.0.5", "spark_gw"], "", now=NOW)
