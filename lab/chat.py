@@ -7,9 +7,12 @@ ansible_host in the lab inventory (the fabric is point to point between the two 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import ssl
 import sys
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -22,13 +25,14 @@ INVENTORY = Path(os.environ.get("DGXSPARK_LAB_INVENTORY", REPO / "inventories" /
 
 
 def head_url(inventory: Path, port: int = 8000) -> str:
-    """http://<ansible_host of the first pair's head>:PORT, from the lab inventory lab/lab.py wrote."""
+    """https://<ansible_host of the first pair's head>:PORT (its door speaks TLS), from the lab inventory lab/lab.py
+    wrote."""
     data = yaml.safe_load(inventory.read_text())
     pairs = data["all"]["children"]["spark_pairs"]["children"]
     for _pair, group in sorted(pairs.items()):
         for host, hostvars in (group.get("hosts") or {}).items():
             if (hostvars or {}).get("dgxspark_node_role") == "head":
-                return f"http://{hostvars.get('ansible_host', host)}:{port}"
+                return f"https://{hostvars.get('ansible_host', host)}:{port}"
     raise SystemExit(f"chat.py: no pair with a head in {inventory}")
 
 
@@ -36,7 +40,18 @@ def main() -> int:
     url = os.environ.get("DEMO_URL") or head_url(INVENTORY)
     key = os.environ.get("DEMO_API_KEY", "lab-api-key-not-a-secret")
     question = " ".join(sys.argv[1:]) or "What do two DGX Sparks need to serve a 122B model together?"
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the lab's LAN is local: no proxy
+    handlers = [urllib.request.ProxyHandler({})]  # the lab's LAN is local: no proxy
+    if url.startswith("https://"):
+        # What the README tells an operator: save the door's certificate, check its fingerprint against the one the
+        # deploy printed, then trust it alone (DEMO_CA_FILE: a certificate saved before).
+        parts = urllib.parse.urlsplit(url)
+        ca_file = os.environ.get("DEMO_CA_FILE")
+        pem = Path(ca_file).read_text() if ca_file else ssl.get_server_certificate((parts.hostname, parts.port or 443))
+        digest = hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem)).digest()
+        print(f"certificate SHA-256 {':'.join(f'{b:02X}' for b in digest)} (check it against the deploy's line "
+              "\"TLS certificate SHA-256\")")
+        handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cadata=pem)))
+    opener = urllib.request.build_opener(*handlers)
     with opener.open(urllib.request.Request(url + "/v1/models", headers={"Authorization": f"Bearer {key}"}),
                      timeout=30) as response:
         model = json.load(response)["data"][0]["id"]

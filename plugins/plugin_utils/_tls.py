@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import re
+import urllib.parse
 
 try:
     from cryptography import x509
@@ -233,3 +234,25 @@ def plan(current: str | None, names, common_name: str, given_certificate: str = 
     return {"pem": pem, "certificate": cert_pem, "fingerprint_sha256": fingerprint(cert),
             "not_after": _not_after(cert).strftime("%Y-%m-%dT%H:%M:%SZ"), "names": cert_names(cert),
             "source": source, "reason": reason, "changed": pem != (current or "")}
+
+
+def advice(tls, who: str, url: str, file: str, plain: str, given: str) -> str:
+    """What the run tells the operator about WHO's identity at URL: how to save and check a self-signed certificate
+    (saved as FILE), that the inventory's certificate is served (the variable GIVEN), or, with no TLS (an empty TLS),
+    that it serves plain HTTP (because of PLAIN, the setting that turned it off).
+
+    TLS is what :func:`plan` returned (``fingerprint_sha256``, ``names``, ``not_after`` and ``source`` are read)."""
+    if not tls:
+        return f"{who}: plain HTTP ({plain}): client keys and prompts cross the network in clear"
+    if not isinstance(tls, dict) or not tls.get("fingerprint_sha256"):
+        raise TlsError(f"{who}: the TLS identity has no fingerprint (is {type(tls).__name__}): pass tls_identity's "
+                       "result")
+    said = f"{who}: TLS certificate SHA-256 {tls['fingerprint_sha256']}"
+    if tls.get("source") == "given":
+        return f"{said} (the inventory's {given})"
+    netloc = urllib.parse.urlsplit(str(url)).netloc
+    if not netloc:
+        raise TlsError(f"{who}: {url!r} is not a URL with a host and port")
+    return (f"{said} (self-signed, for {', '.join(tls.get('names') or [])}; until {tls.get('not_after')}): save it "
+            f"with `openssl s_client -connect {netloc} </dev/null | openssl x509 > {file}`, check `openssl x509 -in "
+            f"{file} -noout -fingerprint -sha256` prints this, then `curl --cacert {file} ...`")

@@ -100,8 +100,26 @@ def gateway_context():
 
 
 def api_url(i=1):
-    """The API of the pair whose head is node i, on the LAN: what the controller and clients use."""
-    return f"http://{mgmt_ip(i)}:8000"
+    """The API of the pair whose head is node i, on the LAN: what the controller and clients use. Its door speaks TLS
+    (gateway_door_tls, security review M2): open it with :func:`api_opener`."""
+    return f"https://{mgmt_ip(i)}:8000"
+
+
+def door_certificate(i=1):
+    """The certificate of the door on node i (gateway_door_tls), read on that head: what the clients (or the gateway's
+    relay) trust alone."""
+    text = node_exec(node(i), "cat", "/etc/dgxspark/gateway-door/tls.crt", check=False).stdout
+    assert "BEGIN CERTIFICATE" in text, f"{node(i)}'s door has no certificate"
+    return text
+
+
+def api_opener(i=1):
+    """An opener for :func:`api_url` (i): no proxy (the lab's LAN is local), trusting the door's certificate alone, as
+    `curl --cacert` does."""
+    import ssl  # pylint: disable=import-outside-toplevel
+    import urllib.request  # pylint: disable=import-outside-toplevel
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(
+        context=ssl.create_default_context(cadata=door_certificate(i))))
 
 
 # `make test` runs the tests on two pytest-xdist workers (--dist loadfile --no-loadscope-reorder), each with a lab of

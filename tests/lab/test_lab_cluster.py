@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, api_url, node, node_exec, recap, run
+from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, api_opener, api_url, node, node_exec, recap, run
 
 NODES = 4
 ENGINE = "lab/vllm-qwen35:0.17"
@@ -57,7 +57,7 @@ def completion(model="qwen3.5-122b-a10b-fp8"):
         f"{api_url(1)}/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
         data=json.dumps({"model": model, "max_tokens": 8,
                          "messages": [{"role": "user", "content": "hello"}]}).encode())
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=60) as response:
+    with api_opener(1).open(request, timeout=60) as response:
         return json.load(response)
 
 
@@ -223,7 +223,7 @@ def test_single_sparks_serve_tp1_without_ray_fabric_or_multi_node_flags_and_a_re
         f"{api_url(2)}/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
         data=json.dumps({"model": "qwen3.5-35b-a3b-fp8", "max_tokens": 8,
                          "messages": [{"role": "user", "content": "hello"}]}).encode())
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=60) as response:
+    with api_opener(2).open(request, timeout=60) as response:
         assert json.load(response)["usage"]["completion_tokens"] > 0
     assert completion("qwen3.5-35b-a3b-fp8")["usage"]["completion_tokens"] > 0
     before = [engines(i) for i in (1, 2)]

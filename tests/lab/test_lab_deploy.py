@@ -9,10 +9,13 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import http.client
 import json
 import os
 import re
+import ssl
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -20,8 +23,8 @@ import urllib.request
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, collection_as_it_was, engine_key, fabric_if,
-                    fabric_ip, mgmt_ip, node, node_exec, png_pixels, report, run, tested_with)
+from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_opener, api_url, collection_as_it_was, door_certificate,
+                    engine_key, fabric_if, fabric_ip, mgmt_ip, node, node_exec, png_pixels, report, run, tested_with)
 
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 TEARDOWN = str(REPO / "playbooks" / "teardown.yml")
@@ -103,18 +106,28 @@ def test_deploy_from_zero_serves_a_chat_completion(deployed):
 
 
 def test_api_answers_on_the_lan_from_the_controller(deployed, lab):
-    """What a new user does after a deploy: from the controller, GET http://<head's ansible_host>:8000/v1/models with
-    the API key. The fabric is point to point, so only an API on the LAN answers."""
+    """What a new user does after a deploy: from the controller, GET https://<head's ansible_host>:8000/v1/models with
+    the API key, trusting the certificate whose fingerprint the run printed. The fabric is point to point, so only an
+    API on the LAN answers."""
     assert deployed.returncode == 0, deployed.stdout[-5000:]
     head = lab["_meta"]["hostvars"][node(1)]["ansible_host"]
-    request = urllib.request.Request(f"http://{head}:8000/v1/models", headers={"Authorization": f"Bearer {KEY}"})
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as response:
+    request = urllib.request.Request(f"https://{head}:8000/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    with api_opener(1).open(request, timeout=10) as response:
         models = json.load(response)
     assert [m["id"] for m in models["data"]] == ["qwen3.5-122b-a10b-fp8"]
-    assert f"at http://{head}:8000/v1," in " ".join(deployed.stdout.split())  # the summary prints that endpoint
-    # Security review M2: without a gateway, the door serves plain HTTP, and the run says so.
-    assert (f"pair1: its door serves clients over plain HTTP on {head}: client keys and prompts cross the network in "
-            "clear") in " ".join(deployed.stdout.split())
+    flat = " ".join(deployed.stdout.split())
+    assert f"at https://{head}:8000/v1," in flat  # the summary prints that endpoint
+    # Security review M2: without a gateway, the door serves its clients over TLS, and the run prints the fingerprint
+    # of the certificate the door serves, and how to save and check it.
+    served = ssl.get_server_certificate((head, 8000))
+    fingerprint = ":".join(f"{b:02X}" for b in hashlib.sha256(ssl.PEM_cert_to_DER_cert(served)).digest())
+    assert (f"pair1's door at https://{head}:8000/v1: TLS certificate SHA-256 {fingerprint} (self-signed, for {head}"
+            in flat), flat[-3000:]
+    assert f"openssl s_client -connect {head}:8000 </dev/null | openssl x509 > pair1.pem" in flat
+    assert served.strip() == door_certificate(1).strip()
+    # Plain HTTP gets no answer from the door.
+    with pytest.raises((urllib.error.URLError, http.client.HTTPException, ConnectionError)):
+        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"http://{head}:8000/v1/models", timeout=10)
 
     def served_version():  # what the engine behind that door says it is, asked on the head's loopback (the door
         # relays no /version)
@@ -212,8 +225,11 @@ def test_sentinel_secrets_are_nowhere_a_node_or_the_play_shows(deployed):
     found = [(what, where) for what, needle in needles.items() for where, text in places.items() if needle in text]
     assert not found, found
     # ... but the server does require the key.
-    assert run(["curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code}",
-                f"{api_url(1)}/v1/models"]).stdout == "401"
+    with tempfile.NamedTemporaryFile("w", suffix=".pem") as ca_file:
+        ca_file.write(door_certificate(1))
+        ca_file.flush()
+        assert run(["curl", "-s", "--noproxy", "*", "--cacert", ca_file.name, "-o", "/dev/null", "-w", "%{http_code}",
+                    f"{api_url(1)}/v1/models"]).stdout == "401"
 
 
 def engine_config(i, name):
@@ -372,7 +388,7 @@ def lan_status(method, path, key=None):
                                      data=b"{}" if method == "POST" else None,
                                      headers={"Authorization": f"Bearer {key}"} if key else {})
     try:
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as answer:
+        with api_opener(1).open(request, timeout=10) as answer:
             return answer.status
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -717,7 +733,7 @@ def completion(timeout=5.0, prompt="watchdog test"):
     body = json.dumps({"model": SERVED, "prompt": prompt, "max_tokens": 1}).encode()
     req = urllib.request.Request(f"{api_url(1)}/v1/completions", data=body,
                                  headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener = api_opener(1)
     try:
         with opener.open(req, timeout=timeout) as resp:
             return resp.status == 200 and bool(json.load(resp).get("choices"))

@@ -25,8 +25,9 @@ import urllib.request
 
 import pytest
 
-from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, broken_image_dockerfile, engine_key, fabric_ip,
-                    gateway_certificate, gateway_context, gateway_url, load_into, mgmt_ip, node, node_exec, run)
+from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, broken_image_dockerfile, door_certificate,
+                    engine_key, fabric_ip, gateway_certificate, gateway_context, gateway_url, load_into, mgmt_ip, node,
+                    node_exec, run)
 
 NODES = 4
 BASE = "lab/vllm-node:0.14"
@@ -80,11 +81,9 @@ DOOR_PY = ("import json, ssl, sys, urllib.request\n"
            "    sys.exit(0 if resp.status == 200 and json.load(resp).get('choices') else 1)\n")
 
 
-def door_certificate(pair):
+def pair_door_certificate(pair):
     """The certificate of PAIR's door (gateway_door_tls), read on its head: what the gateway's relay trusts alone."""
-    text = node_exec(node(HEADS[pair]), "cat", "/etc/dgxspark/gateway-door/tls.crt").stdout
-    assert "BEGIN CERTIFICATE" in text, f"{pair}'s door has no certificate"
-    return text
+    return door_certificate(HEADS[pair])
 
 
 def completion(pair, timeout=10.0):
@@ -93,7 +92,7 @@ def completion(pair, timeout=10.0):
     url = f"https://{mgmt_ip(HEADS[pair])}:{DOOR_PORT}/v1/completions"
     try:
         proc = subprocess.run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_PY, url, SERVED, str(timeout),
-                               door_certificate(pair)],
+                               pair_door_certificate(pair)],
                               input=engine_key(node(HEADS[pair])), text=True, capture_output=True,
                               timeout=timeout + 15, check=False)
     except subprocess.TimeoutExpired:
@@ -115,7 +114,7 @@ DOOR_STATUS_PY = ("import ssl, sys, urllib.error, urllib.request\n"
 
 def door_status(pair, path, key):
     url = f"https://{mgmt_ip(HEADS[pair])}:{DOOR_PORT}{path}"
-    return run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_STATUS_PY, url, door_certificate(pair)],
+    return run(["docker", "exec", "-i", GATEWAY, "python3", "-c", DOOR_STATUS_PY, url, pair_door_certificate(pair)],
                input_text=key).stdout.strip()
 
 
@@ -378,7 +377,7 @@ def test_fleet_gateway_needs_a_key_on_every_route_and_the_engines_are_off_the_la
         # Security review M2: the gateway's relay to this door trusts this door's certificate alone.
         relay = "door_" + hashlib.sha256(pair.encode()).hexdigest()[:16]
         trusted = node_exec(GATEWAY, "cat", f"/etc/dgxspark/gateway/{relay}.crt").stdout
-        assert trusted.strip() == door_certificate(pair).strip(), pair
+        assert trusted.strip() == pair_door_certificate(pair).strip(), pair
         # Security review M1: the door asks the gateway box too for the cluster's engine key, and relays no other
         # route. L7: each cluster has its own key: a client key, or the other cluster's engine key, is refused.
         own = engine_key(node(head))

@@ -19,8 +19,9 @@ import urllib.request
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, api_url, broken_image_dockerfile, fleet_play,
-                    image_inspect as inspect, image_sync_to, load_into, node, node_exec, parse_adhoc, report, run)
+from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, api_opener, api_url, broken_image_dockerfile,
+                    fleet_play, image_inspect as inspect, image_sync_to, load_into, node, node_exec, parse_adhoc, report,
+                    run)
 
 IMAGE = f"{PREFIX}-lab/imgstore"
 TINY = "dgxspark-lab/tiny:latest"
@@ -128,7 +129,7 @@ def completion(served):
     body = json.dumps({"model": served, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 8})
     req = urllib.request.Request(f"{api_url(1)}/v1/chat/completions", data=body.encode(),
                                  headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as answer:
+    with api_opener(1).open(req, timeout=60) as answer:
         message = json.load(answer)["choices"][0]["message"]
     # With a reasoning parser and 8 tokens, the text may all be reasoning (content null), as real vLLM answers.
     return message.get("content") or message.get("reasoning_content") or message.get("reasoning")

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, engine_key, mgmt_ip, node, node_exec, parse_adhoc, report, run,
-                    tested_with)
+from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, door_certificate, engine_key, mgmt_ip, node,
+                    node_exec, parse_adhoc, report, run, tested_with)
 
 # The stand-in's build and test helpers (lab/engine), for the comparison below.
 sys.path[:0] = [str(REPO / "lab" / "engine"), str(REPO / "lab" / "engine" / "tests")]
@@ -63,14 +63,16 @@ def api(path, key=OWN_KEY, body=None, door=False):
     DOOR to the head's door on its LAN address (where clients reach it), sent from the head node."""
     if key is OWN_KEY:
         key = KEY if door else engine_key(node(1))
-    code = ("import json, sys, urllib.request as u\n"
+    code = ("import json, ssl, sys, urllib.request as u\n"
             "req = u.Request(sys.argv[1], data=(sys.argv[3].encode() if sys.argv[3] else None),\n"
             "                headers={'Content-Type': 'application/json', **({'Authorization': 'Bearer ' + sys.argv[2]} if sys.argv[2] else {})})\n"
-            "try:\n    r = u.urlopen(req, timeout=600); print(r.status); print(r.read().decode())\n"
+            "context = ssl.create_default_context(cadata=sys.argv[4]) if sys.argv[4] else None\n"
+            "try:\n    r = u.urlopen(req, timeout=600, context=context); print(r.status); print(r.read().decode())\n"
             "except u.HTTPError as e:\n    print(e.code); print(e.read().decode())\n")
-    base = f"http://{mgmt_ip(1)}:8000" if door else "http://127.0.0.1:8000"
+    # The door speaks TLS (gateway_door_tls): trusted by its certificate alone.
+    base = api_url(1) if door else "http://127.0.0.1:8000"
     out = node_exec(node(1), "python3", "-c", code, base + path, key or "",
-                    json.dumps(body) if body else "").stdout
+                    json.dumps(body) if body else "", door_certificate(1) if door else "").stdout
     status, _sep, text = out.partition("\n")
     try:
         return int(status), json.loads(text)
@@ -100,7 +102,7 @@ def deployed(lab):
 def test_real_vllm_serves_tp2_across_two_nodes_with_mp_and_a_headless_worker(deployed):
     assert deployed.returncode == 0, deployed.stdout[-6000:]
     flat = " ".join(deployed.stdout.split())
-    assert f"pair1: serving tiny at http://{mgmt_ip(1)}:8000/v1, TP 2 over {node(1)} + {node(2)}" in flat
+    assert f"pair1: serving tiny at {api_url(1)}/v1, TP 2 over {node(1)} + {node(2)}" in flat
     head, worker = engine(1), engine(2)
     assert '"--node-rank","0"' in head and '"--nnodes","2"' in head and "--headless" not in head
     assert '"--node-rank","1"' in worker and "--headless" in worker

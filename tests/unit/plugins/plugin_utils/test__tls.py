@@ -120,3 +120,24 @@ def test_an_optional_name_no_certificate_can_hold_is_left_out_and_a_good_one_is_
     assert found["names"] == ["10.0.0.5", "gw.example.net"]
     with pytest.raises(_tls.TlsError, match="neither an IP address nor a DNS name"):
         _tls.plan(None, ["10.0.0.5", "spark_gw"], "", now=NOW)
+
+
+def test_m2_the_operator_is_told_how_to_check_a_made_certificate_and_that_plain_http_is_in_clear():
+    """Security review M2: a made certificate's line gives its fingerprint, names and end, and the commands that save it
+    from the address clients use and check it; the inventory's is named; plain HTTP says keys cross in clear."""
+    door = _tls.plan(None, ["10.0.0.11"], "pair1 door", now=NOW)
+    line = _tls.advice(door, "pair1's door", "https://10.0.0.11:8000/v1", "pair1.pem", "gateway_door_tls: false",
+                       "gateway_door_tls_certificate")
+    assert line.startswith(f"pair1's door: TLS certificate SHA-256 {door['fingerprint_sha256']} (self-signed, for "
+                           f"10.0.0.11; until {door['not_after']}): ")
+    assert "openssl s_client -connect 10.0.0.11:8000 </dev/null | openssl x509 > pair1.pem" in line
+    assert "openssl x509 -in pair1.pem -noout -fingerprint -sha256" in line and "curl --cacert pair1.pem" in line
+    given = dict(door, source="given")
+    assert _tls.advice(given, "gw", "https://gw:8000/v1", "g.pem", "x", "gateway_tls_certificate") == (
+        f"gw: TLS certificate SHA-256 {door['fingerprint_sha256']} (the inventory's gateway_tls_certificate)")
+    assert _tls.advice({}, "gateway gw", "http://gw:8000/v1", "g.pem", "gateway_tls: false", "x") == (
+        "gateway gw: plain HTTP (gateway_tls: false): client keys and prompts cross the network in clear")
+    with pytest.raises(_tls.TlsError, match="no fingerprint"):
+        _tls.advice({"pem": "x"}, "gw", "https://gw:8000/v1", "g.pem", "x", "y")
+    with pytest.raises(_tls.TlsError, match="not a URL"):
+        _tls.advice(door, "gw", "gw:8000", "g.pem", "x", "y")
