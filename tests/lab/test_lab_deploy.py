@@ -121,8 +121,8 @@ def test_api_answers_on_the_lan_from_the_controller(deployed, lab):
     # of the certificate the door serves, and how to save and check it.
     served = ssl.get_server_certificate((head, 8000))
     fingerprint = ":".join(f"{b:02X}" for b in hashlib.sha256(ssl.PEM_cert_to_DER_cert(served)).digest())
-    assert (f"pair1's door at https://{head}:8000/v1: TLS certificate SHA-256 {fingerprint} (self-signed, for {head}"
-            in flat), flat[-3000:]
+    assert (f"pair1: the door at https://{head}:8000/v1: TLS certificate SHA-256 {fingerprint} (self-signed, for "
+            f"{head}" in flat), flat[-3000:]
     assert f"openssl s_client -connect {head}:8000 </dev/null | openssl x509 > pair1.pem" in flat
     assert served.strip() == door_certificate(1).strip()
     # Plain HTTP gets no answer from the door.

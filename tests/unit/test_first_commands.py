@@ -85,6 +85,7 @@ def test_the_readme_shows_the_first_request_by_the_served_name_with_the_key_thro
     # the example's gateway, over HTTPS with its certificate (security review M2), once its fingerprint is checked
     assert re.search(r"curl [^\n]*--cacert gateway\.pem https://10\.20\.0\.5:8000/v1/chat/completions", section)
     assert "openssl s_client -connect 10.20.0.5:8000" in section and "-fingerprint -sha256" in section
-    assert re.search(r"curl [^\n]*http://10\.20\.0\.11:8000/v1/chat/completions", section)  # pair_a's head
+    # pair_a's head's door, over HTTPS with its own certificate (without gateways)
+    assert re.search(r"curl [^\n]*--cacert pair_a\.pem https://10\.20\.0\.11:8000/v1/chat/completions", section)
     assert "from openai import OpenAI" in section and 'base_url="https://10.20.0.5:8000/v1"' in section
     assert "127.0.0.1:8000" in section  # with gateways, the engine is reached on its head only
