@@ -8,6 +8,10 @@ DOCUMENTATION = r"""
 name: fleet_pairs
 short_description: Resolve the clusters of a DGX Spark fleet from the inventory
 version_added: 0.2.0
+deprecated:
+  why: No role or playbook of the collection uses it; the fleet action publishes the same model with each node's place.
+  removed_in: 1.0.0
+  alternative: The action M(dgxspark.vllm.fleet) (C(dgxspark_fleet), C(dgxspark_node)).
 author:
   - dgxspark.vllm maintainers
 description:

@@ -8,6 +8,10 @@ DOCUMENTATION = r"""
 name: release_compare
 short_description: What differs between two releases
 version_added: 0.2.0
+deprecated:
+  why: No role or playbook of the collection uses it.
+  removed_in: 1.0.0
+  alternative: Compare the release records themselves (C(release.json) on the heads).
 author:
 - dgxspark.vllm maintainers
 description:

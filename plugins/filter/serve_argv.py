@@ -25,7 +25,7 @@ description:
   - Companion filters - C(dgxspark.vllm.release) builds and checks the release from the role's
     variables (or from a stored C(release.json) to roll back to), C(dgxspark.vllm.release_record) completes it
     (known-issue decision, remedies, endpoint, image ID), C(dgxspark.vllm.release_variables) lists the role
-    variables a release is built from, C(dgxspark.vllm.release_compare) says what differs between two releases.
+    variables a release is built from.
 positional: _input
 options:
   _input:
@@ -70,10 +70,6 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     vllm_serve_argv: >-
       {{ release | dgxspark.vllm.serve_argv(rank=1, nodes=4, master_addr='192.168.100.11', master_port=29501) }}
-
-- name: What a rollout changes
-  ansible.builtin.debug:
-    msg: "{{ (previous | dgxspark.vllm.release_compare(vllm_serve_release)).changes }}"
 """
 
 RETURN = r"""

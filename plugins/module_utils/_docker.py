@@ -20,6 +20,12 @@ from ansible.module_utils.basic import missing_required_lib
 
 SDK = "docker"
 
+# The options of plugins/doc_fragments/docker.py: the node's own Docker engine, and each API call's time limit.
+ARGUMENT_SPEC: dict[str, dict[str, t.Any]] = {
+    "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
+    "timeout": {"type": "int", "default": 30},
+}
+
 
 def unreachable_message(docker_host: str | None, exc: BaseException) -> str:
     """What a module says when the engine at DOCKER_HOST (the SDK's defaults when unset) does not answer."""

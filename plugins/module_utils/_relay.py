@@ -16,6 +16,7 @@ Standard library only: this module runs on the nodes as part of the transfer pro
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -305,6 +306,16 @@ def request(argv: list[str], header: dict, timeout: float) -> tuple[dict | None,
         return None, str(exc)
     answer = first_answer(proc.stdout.decode(errors="replace").splitlines())
     return answer, proc.stderr.decode(errors="replace").strip()[-1000:]
+
+
+def ask_all(targets: list[dict], header: dict, argv_of, timeout: float) -> dict[str, tuple[dict | None, str]]:
+    """Send HEADER to every target (``{"name", ...}``) at once, over ARGV_OF(target); :func:`request`'s answers by
+    target name."""
+    if not targets:
+        return {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
+        futures = {target["name"]: pool.submit(request, argv_of(target), header, timeout) for target in targets}
+        return {name: future.result() for name, future in futures.items()}
 
 
 class Hop:

@@ -34,6 +34,7 @@ description:
     transfer key. A record without its key is no record (the next deploy goes through every step).
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
+  - dgxspark.vllm.docker
 attributes:
   check_mode:
     support: full
@@ -107,14 +108,6 @@ options:
     description: With O(state=present), what the cluster serves (the release and endpoint; no secrets), returned by later reads in RV(result).
     type: dict
     default: {}
-  docker_host:
-    description: The Docker daemon to talk to.
-    type: str
-    default: unix:///var/run/docker.sock
-  timeout:
-    description: Seconds each Docker API call may take.
-    type: int
-    default: 30
 seealso:
   - module: dgxspark.vllm.node_facts
   - module: dgxspark.vllm.serve_probe
@@ -257,8 +250,7 @@ def main() -> None:
             "images": {"type": "list", "elements": "str", "default": []},
             "label": {"type": "str", "default": "org.dgxspark.vllm.component"},
             "result": {"type": "dict", "default": {}},
-            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
-            "timeout": {"type": "int", "default": 30},
+            **_docker.ARGUMENT_SPEC,
         },
         required_if=[("state", "present", ["inputs"])],
         supports_check_mode=True,

@@ -24,6 +24,7 @@ description:
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.read_only
+  - dgxspark.vllm.docker
 options:
   label:
     description: The label every container of the collection carries; its value is the component.
@@ -37,14 +38,6 @@ options:
     type: list
     elements: str
     default: [ray, vllm]
-  docker_host:
-    description: The Docker daemon to talk to.
-    type: str
-    default: unix:///var/run/docker.sock
-  timeout:
-    description: Seconds each Docker API call may take.
-    type: int
-    default: 30
 seealso:
   - module: community.docker.docker_container_info
   - module: dgxspark.vllm.ray_cluster_info
@@ -115,8 +108,7 @@ def main() -> None:
         argument_spec={
             "label": {"type": "str", "default": _engines.LABEL},
             "components": {"type": "list", "elements": "str", "default": ["ray", "vllm"]},
-            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
-            "timeout": {"type": "int", "default": 30},
+            **_docker.ARGUMENT_SPEC,
         },
         supports_check_mode=True,
     )

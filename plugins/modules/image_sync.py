@@ -262,7 +262,6 @@ table:
   sample: ["node                 action             bytes  seconds     MB/s", "spark-2              skip                   0      0.0      0.0"]
 """
 
-import concurrent.futures
 import os
 import secrets
 import tempfile
@@ -278,7 +277,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._image_sync import (
     PROTOCOL, LayerFilter, chains, delta_plan, identity, inspect_header, plan, receive_header, tag_header,
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
-    CANCELLED, CHUNK, LEASE_START, LEASE_TIMEOUT, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, IterReader, Progress, chain_results,
+    CANCELLED, CHUNK, LEASE_START, LEASE_TIMEOUT, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, IterReader, Progress, ask_all,
+    chain_results,
     close_reader, image_summary, mb_per_s, process_alive, pump, read_full, renew, request, ssh_argv, store_of, table,
 )
 
@@ -291,13 +291,6 @@ except ImportError:
 else:
     HAS_DOCKER = True
     DOCKER_IMPORT_ERROR = None
-
-
-def ask_all(targets: list[dict], header: dict, argv_of, timeout: float) -> dict[str, tuple[dict | None, str]]:
-    """Send HEADER to every target at once; answers by target name."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(16, len(targets)))) as pool:
-        futures = {t["name"]: pool.submit(request, argv_of(t), header, timeout) for t in targets}
-        return {name: fut.result() for name, fut in futures.items()}
 
 
 TMP_PREFIX = "image_sync-"

@@ -198,7 +198,6 @@ table:
   sample: ["node                 action    files          bytes  seconds     MB/s"]
 """
 
-import concurrent.futures
 import os
 import threading
 import time
@@ -208,17 +207,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
 from ansible_collections.dgxspark.vllm.plugins.module_utils._relay import (
-    FRAME, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, chain_results, request, ssh_argv, table,
+    FRAME, TRANSFER_ARGUMENT_SPEC, Cancel, ControllerWatch, Hop, ask_all, chain_results, ssh_argv, table,
 )
 
 PROTOCOL = 2
-
-
-def ask_all(targets: list[dict], header: dict, argv_of, timeout: float) -> dict[str, tuple[dict | None, str]]:
-    """Send HEADER to every target at once; answers by target name."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(16, len(targets)))) as pool:
-        futures = {t["name"]: pool.submit(request, argv_of(t), header, timeout) for t in targets}
-        return {name: fut.result() for name, fut in futures.items()}
 
 
 def answer_problem(name: str, answer: dict | None, err: str) -> str | None:

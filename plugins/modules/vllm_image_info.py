@@ -38,6 +38,7 @@ requirements:
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.read_only
+  - dgxspark.vllm.docker
 options:
   image:
     description:
@@ -99,11 +100,6 @@ options:
     type: str
     choices: [auto, layers, archive]
     default: auto
-  docker_host:
-    description:
-      - The Docker daemon to talk to.
-    type: str
-    default: unix:///var/run/docker.sock
   timeout:
     description:
       - Seconds each Docker API call may take, and the time budget of the whole inspection.
@@ -547,7 +543,7 @@ def main() -> None:
             "model_config": {"type": "path"},
             "model_modules": {"type": "list", "elements": "str"},
             "method": {"type": "str", "choices": ["auto", "layers", "archive"], "default": "auto"},
-            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
+            **_docker.ARGUMENT_SPEC,
             "timeout": {"type": "int", "default": 60},
             "missing": {"type": "str", "choices": ["fail", "report"], "default": "fail"},
             "record": {"type": "path"},

@@ -382,13 +382,15 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert again.returncode == 0 and f"{node(1)} goes through the whole deploy" not in again.stdout, again.stdout[-3000:]
 
 
-def lan_status(method, path, key=None):
-    """The status the head's LAN address answers the controller on the API port for METHOD PATH (with KEY)."""
-    request = urllib.request.Request(f"{api_url(1).rsplit('/v1', 1)[0]}{path}", method=method,
-                                     data=b"{}" if method == "POST" else None,
+def lan_status(method, path, key=None, tls=True):
+    """The status the head's LAN address answers the controller on the API port for METHOD PATH (with KEY): over TLS
+    trusting the door's certificate alone, or over plain HTTP (an engine on the LAN, a door without TLS)."""
+    url = api_url(1) if tls else api_url(1).replace("https://", "http://")
+    request = urllib.request.Request(f"{url}{path}", method=method, data=b"{}" if method == "POST" else None,
                                      headers={"Authorization": f"Bearer {key}"} if key else {})
+    opener = api_opener(1) if tls else urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with api_opener(1).open(request, timeout=10) as answer:
+        with opener.open(request, timeout=10) as answer:
             return answer.status
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -416,15 +418,27 @@ def test_without_gateways_a_keyless_fleet_gets_a_filtering_door_and_an_engine_on
                     check=False, env=ansible_env())
     assert keyed.returncode == 0 and lan_status("GET", "/v1/models") == 401, keyed.stdout[-3000:]
 
+    # Security review M2: plain HTTP at the door only when asked, and the run says so; its certificate goes.
+    plain = deploy("-e", "gateway_door_tls=false")
+    assert plain.returncode == 0, plain.stdout[-5000:]
+    flat = " ".join(plain.stdout.split())
+    lan = f"http://{mgmt_ip(1)}:8000/v1"
+    assert f"pair1: serving qwen3.5-122b-a10b-fp8 at {lan}, TP 2" in flat
+    assert (f"pair1: the door at {lan}: plain HTTP (gateway_door_tls: false): client keys and prompts cross the "
+            "network in clear") in flat
+    assert [lan_status("GET", "/v1/models", tls=False), lan_status("GET", "/v1/models", KEY, tls=False)] == [401, 200]
+    left = node_exec(node(1), "ls", "/etc/dgxspark/gateway-door").stdout.split()
+    assert "haproxy.cfg" in left and not {"tls.pem", "tls.crt"} & set(left), left
+
     on_lan = deploy("-e", "vllm_serve_host=0.0.0.0")
     assert on_lan.returncode == 0, on_lan.stdout[-5000:]
     assert "dgxspark-door" not in node_exec(node(1), "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert "so it answers on the LAN itself, with no door" in " ".join(on_lan.stdout.split())
     # The engine itself answers: its own key on /v1 (no client's), and /version without one (vLLM's key guards /v1
     # alone).
-    assert [lan_status("GET", "/v1/models"), lan_status("GET", "/v1/models", KEY)] == [401, 401]
-    assert lan_status("GET", "/v1/models", engine_key(node(1))) == 200
-    assert lan_status("GET", "/version") == 200
+    assert [lan_status("GET", "/v1/models", tls=False), lan_status("GET", "/v1/models", KEY, tls=False)] == [401, 401]
+    assert lan_status("GET", "/v1/models", engine_key(node(1)), tls=False) == 200
+    assert lan_status("GET", "/version", tls=False) == 200
 
     back = deploy()
     assert back.returncode == 0, back.stdout[-5000:]

@@ -95,7 +95,8 @@ def run(capsys, args, answers_before, answers_after=None, check=False, fail=(), 
         module_args["_ansible_check_mode"] = True
     with patch_module_args(module_args), \
             mock.patch.object(mod.docker, "APIClient", return_value=api), \
-            mock.patch.object(mod, "request", side_effect=fake_request), \
+            mock.patch.object(mod, "request", side_effect=fake_request) as request_mock, \
+            mock.patch.object(u, "request", request_mock), \
             mock.patch.object(mod, "Hop", side_effect=lambda a, h, n: FakeHop(a, h, n, fail)), \
             mock.patch.object(mod.os.path, "exists", return_value=exists), \
             mock.patch.object(AnsibleModule, "warn") as warn:
@@ -292,7 +293,8 @@ def test_a_lapsed_lease_kills_the_streams_and_fails_cancelled(capsys, tmp_path):
 
     args = dict(ARGS, lease_file=str(lease), lease_timeout=5, status_file=str(tmp_path / "s.json"))
     with patch_module_args(args), mock.patch.object(mod.docker, "APIClient", return_value=api), \
-            mock.patch.object(mod, "request", side_effect=fake_request), \
+            mock.patch.object(mod, "request", side_effect=fake_request) as request_mock, \
+            mock.patch.object(u, "request", request_mock), \
             mock.patch.object(mod, "Hop", side_effect=LapsingHop), \
             mock.patch.object(mod, "ControllerWatch", FakeWatch), mock.patch.object(mod.Cancel, "GRACE", 3600), \
             mock.patch.object(mod.os.path, "exists", return_value=True), pytest.raises(SystemExit) as exc:
@@ -320,7 +322,8 @@ def test_a_job_whose_lease_was_marked_before_it_started_sends_nothing(capsys, tm
     api.info.return_value = {"Driver": "overlay2", "DriverStatus": []}
     args = dict(ARGS, lease_file=str(lease), lease_timeout=5, status_file=str(tmp_path / "s.json"))
     with patch_module_args(args), mock.patch.object(mod.docker, "APIClient", return_value=api), \
-            mock.patch.object(mod, "request", side_effect=AssertionError("a target was asked")), \
+            mock.patch.object(mod, "request", side_effect=AssertionError("a target was asked")) as request_mock, \
+            mock.patch.object(u, "request", request_mock), \
             mock.patch.object(mod, "Hop", side_effect=AssertionError("a stream was opened")), \
             mock.patch.object(mod.os.path, "exists", return_value=True), pytest.raises(SystemExit) as exc:
         mod.main()

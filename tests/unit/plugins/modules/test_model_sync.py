@@ -14,6 +14,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.dgxspark.vllm.plugins.modules import model_sync as mod
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_files as mf
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _relay as relay
 
 
 def sha(data):
@@ -90,7 +91,7 @@ def run(capsys, source, before, after=None, check=False, **extra):
     if check:
         args["_ansible_check_mode"] = True
     args.update(extra)
-    with patch_module_args(args), mock.patch.object(mod, "request", fake_request), \
+    with patch_module_args(args), mock.patch.object(relay, "request", fake_request), \
             mock.patch.object(mod, "Hop", FakeHop), pytest.raises(SystemExit) as exc:
         mod.main()
     return exc.value.code, json.loads(capsys.readouterr().out), asked
@@ -233,7 +234,7 @@ def test_a_lost_controller_cuts_the_stream_and_fails_cancelled(capsys, source):
 
     args = {"model": "M", "models_dir": str(source["models"]), "ssh_key": source["key"], "known_hosts": source["key"],
             "targets": [{"host": "10.0.0.2", "name": "n2"}]}
-    with patch_module_args(args), mock.patch.object(mod, "request", fake_request), \
+    with patch_module_args(args), mock.patch.object(relay, "request", fake_request), \
             mock.patch.object(mod, "Hop", LosingHop), mock.patch.object(mod, "ControllerWatch", FakeWatch), \
             mock.patch.object(mod.Cancel, "GRACE", 3600), pytest.raises(SystemExit) as exc:
         mod.main()
@@ -269,7 +270,7 @@ def test_every_phase_gets_what_is_left_of_the_one_timeout(capsys, source, monkey
             now[0] += 20
             return super().finish(timeout)
 
-    with patch_module_args(args), mock.patch.object(mod, "request", fake_request), \
+    with patch_module_args(args), mock.patch.object(relay, "request", fake_request), \
             mock.patch.object(mod, "Hop", TimedHop), pytest.raises(SystemExit) as exc:
         mod.main()
     assert exc.value.code == 0, capsys.readouterr().out
