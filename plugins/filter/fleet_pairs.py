@@ -76,11 +76,16 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import plain_hostvars, resolve_fleet
 
 
 def fleet_pairs(groups, hostvars, fleet="spark_pairs", gpus_per_pair=0, gpus_per_node=1):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.fleet_pairs filter is deprecated: no role or playbook uses it; use the "
+                         "dgxspark.vllm.fleet action (dgxspark_fleet, dgxspark_node)", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     if not isinstance(groups, dict):
         raise AnsibleFilterError("fleet_pairs expects the 'groups' magic variable as input")
     groups = {name: list(members) for name, members in groups.items()}

@@ -42,11 +42,16 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _release
 
 
 def release_compare(old, new):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.release_compare filter is deprecated: no role or playbook uses it; compare "
+                         "the release records (release.json) themselves", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     if not isinstance(new, dict) or (old is not None and not isinstance(old, dict)):
         raise AnsibleFilterError("release_compare: both releases must be dicts")
     return _release.compare(old, new)
