@@ -280,7 +280,8 @@ def test_status_reads_the_real_engines_metrics(deployed):
                check=False, env=ansible_env())
     assert proc.returncode == 0, proc.stdout[-4000:]
     flat = " ".join(proc.stdout.split())
-    match = re.search(r"model tiny at http://[\d.]+:8000, health 200, tokens generated (\d+)", flat)
+    # The clients' URL: the head's door, over TLS (gateway_door_tls).
+    match = re.search(rf"model tiny at {re.escape(api_url(1))}, health 200, tokens generated (\d+)", flat)
     assert match and int(match.group(1)) > 0, flat[-3000:]
 
 
