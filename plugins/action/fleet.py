@@ -11,8 +11,15 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
     GATEWAY_GROUP, GATEWAY_HOST_VARS, MONITORING_ADDRESS_VAR, MONITORING_GROUP, MONITORING_HOST_VARS, node_fabric,
     plain_hostvars, resolve_fleet, resolve_gateways, service_host_warnings, with_fabric)
 from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import (
-    BIND_VARIABLE, DOOR_METRICS_KEY, READ, check_exposure, check_host, check_metrics_key, check_secrets, unreadable,
+    BIND_VARIABLE, DOOR_METRICS_KEY, READ, Unreadable, check_exposure, check_host, check_metrics_key, check_secrets,
+    unreadable,
 )
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils._tls import given_problem
+
+# The TLS identities an inventory may give (switch, certificate, private key): checked here, before any node changes,
+# where the role that serves them would refuse them late and, under no_log, without saying why.
+GIVEN_TLS = (("gateway_tls", "gateway_tls_certificate", "gateway_tls_private_key"),
+             ("gateway_door_tls", "gateway_door_tls_certificate", "gateway_door_tls_private_key"))
 
 
 def _raw(hostvars, host, hv):
@@ -40,6 +47,22 @@ def read_variables(hostvars, hosts, names) -> dict:
     return out
 
 
+def tls_problems(host: str, values: dict) -> list[str]:
+    """Why a TLS certificate and key VALUES give HOST cannot be served (GIVEN_TLS), naming the variable and the fix; a
+    switched-off identity, or a value that cannot be read yet (left to the role), is not checked."""
+    problems = []
+    for switch, cert_var, key_var in GIVEN_TLS:
+        cert, key = values.get(cert_var) or "", values.get(key_var) or ""
+        if isinstance(cert, Unreadable) or isinstance(key, Unreadable) or (not cert and not key):
+            continue
+        if str(values.get(switch, True)).strip().lower() in ("false", "no", "off", "0", "n", "f"):
+            continue
+        why = given_problem(str(cert), str(key))
+        if why:
+            problems.append(f"{host}: {cert_var} and {key_var}: {why}")
+    return problems
+
+
 def input_problems(hostvars, hosts, require_api_key: bool = False, gateways: bool = False) -> list[str]:
     """The problems among the values the inventory (or -e) gives HOSTS for the variables _inputs checks, and their
     secrets' (a placeholder, a vault value nothing maps, and with REQUIRE_API_KEY no key to serve with).
@@ -49,10 +72,11 @@ def input_problems(hostvars, hosts, require_api_key: bool = False, gateways: boo
     leaves it to the role that uses it (a play need not define every variable), the secrets' checks say what it
     means for them. RAW (hostvars.raw_get: the variables as written) shows a vault value used under another name."""
     problems = []
-    read = read_variables(hostvars, hosts, READ)
+    read = read_variables(hostvars, hosts, READ + tuple(name for given in GIVEN_TLS for name in given))
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
         values = read[host]
+        problems.extend(tls_problems(host, values))
         problems.extend(check_host(host, values))
         problems.extend(check_exposure(host, values, gateways))
         problems.extend(check_secrets(host, values, raw=lambda host=host, hv=hv: _raw(hostvars, host, hv),

@@ -19,13 +19,15 @@ description:
     the controller what it should hold. It writes nothing itself; the role installs RV(pem) with the rest of the
     service's configuration, so that the service's own check sees the new file before it is used.
   - With O(certificate) and O(private_key) (the inventory's, the key from a vault), the file holds them. They are
-    refused when the key is not the certificate's or the certificate has expired.
+    refused when the key is not the certificate's, the certificate has expired, or its chain does not lead, each
+    certificate issued by the next, to a self-signed root (append the issuing CA's certificates up to the root).
   - Otherwise the node's certificate is kept while it names every one of O(names) and has more than
     O(renew_before_days) days left. Else a new P-256 key and a self-signed certificate for O(names) are made on the
     controller with the Python package C(cryptography) (a requirement of ansible-core); nothing is installed on the
     node.
-  - Clients check a self-signed certificate by its RV(fingerprint_sha256), or by giving RV(certificate) to their
-    client (C(curl --cacert)).
+  - Clients check a self-signed certificate by its RV(fingerprint_sha256), or by giving RV(trust_anchor) to their
+    client (C(curl --cacert)). RV(trust_anchor) is the certificate itself when it is self-signed, else its chain's
+    root, the one certificate OpenSSL (HAProxy's C(ca-file), Python, curl) accepts as the end of the chain.
   - The result holds the private key (RV(pem)); the task needs C(no_log).
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
@@ -101,9 +103,16 @@ pem:
   returned: always
   type: str
 certificate:
-  description: The certificate alone (PEM), for clients to trust.
+  description: The served certificate alone (PEM), without its chain.
   returned: always
   type: str
+trust_anchor:
+  description:
+    - The certificate clients trust (PEM) - the served certificate when it is self-signed, else its chain's root.
+    - What the roles write beside the identity as C(tls.crt), for the gateway's relays, Prometheus and the benchmark.
+  returned: always
+  type: str
+  version_added: 0.12.0
 fingerprint_sha256:
   description: SHA-256 of the certificate, colon-separated hex pairs.
   returned: always

@@ -130,6 +130,65 @@ def judge(cert, key, names: list[str] | None, now: datetime.datetime, renew_befo
     return ""
 
 
+def _is_self_signed(cert) -> bool:
+    if cert.issuer != cert.subject:
+        return False
+    try:
+        cert.verify_directly_issued_by(cert)
+    except Exception:  # pylint: disable=broad-except  # InvalidSignature, ValueError, TypeError: not self-signed
+        return False
+    return True
+
+
+def certificates(text: str) -> list:
+    """The PEM certificates of TEXT, in order (a private key in it is skipped)."""
+    out = []
+    for match in PEM_BLOCK.finditer(text or ""):
+        if match.group(1) == "CERTIFICATE":
+            try:
+                out.append(x509.load_pem_x509_certificate(match.group(0).encode()))
+            except ValueError as exc:
+                raise TlsError(f"a certificate of the chain cannot be read ({exc})") from None
+    return out
+
+
+def trust_anchor(chain: list, now: datetime.datetime):
+    """The certificate a client must trust to accept CHAIN (the served certificate first, then its issuers): the chain
+    itself when it is one self-signed certificate, else its last, self-signed root. Raises TlsError, saying what to
+    add, when a certificate is not issued by the next one, an issuer is no CA or has expired, or the chain stops short
+    of its root: the gateway's relays (HAProxy), Prometheus and the benchmark trust the anchor alone, and OpenSSL
+    accepts no chain that does not end at it."""
+    if not chain:
+        raise TlsError("it holds no certificate")
+    for cert, issuer in zip(chain, chain[1:]):
+        try:
+            cert.verify_directly_issued_by(issuer)
+        except Exception:  # pylint: disable=broad-except  # InvalidSignature, ValueError (names), TypeError (key)
+            raise TlsError(f"{_subject(cert)} is not issued by the next certificate, {_subject(issuer)}: give the "
+                           "certificate first, then each issuer in order up to the root") from None
+    for issuer in chain[1:]:
+        try:
+            is_ca = issuer.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+        except x509.ExtensionNotFound:
+            is_ca = False
+        if not is_ca:
+            raise TlsError(f"{_subject(issuer)} issues a certificate of the chain but is no CA (basicConstraints CA:TRUE)")
+        if _not_after(issuer) <= now:
+            raise TlsError(f"the chain's {_subject(issuer)} expired on {_not_after(issuer):%Y-%m-%d}")
+    root = chain[-1]
+    if not _is_self_signed(root):
+        raise TlsError(f"the chain ends at {_subject(root)}, issued by {_subject(root, issuer=True)}, which it does not "
+                       "hold: append the issuing CA's certificates up to its self-signed root (the gateway's relays, "
+                       "Prometheus and the benchmark trust that root alone)")
+    return root
+
+
+def _subject(cert, issuer: bool = False) -> str:
+    name = cert.issuer if issuer else cert.subject
+    common = name.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return repr(str(common[0].value) if common else name.rfc4514_string())
+
+
 def make(names: list[str], common_name: str, now: datetime.datetime, valid_days: int) -> tuple[str, object]:
     """A new P-256 key and a self-signed certificate for NAMES: (the PEM file's text, the certificate)."""
     _require()
@@ -168,6 +227,30 @@ def optional(names) -> list[str]:
     return out
 
 
+def _judge_file(text: str, read, names, now, renew_before_days):
+    """(why the node's file TEXT, READ by split_pem, cannot serve NAMES: '' when it can; its trust anchor or None)."""
+    why = judge(read[0], read[1], names, now, renew_before_days)
+    if why:
+        return why, None
+    try:
+        return "", trust_anchor(certificates(text), now)
+    except TlsError as exc:
+        return f"its chain cannot be trusted: {exc}", None
+
+
+def given_problem(certificate, private_key, now: datetime.datetime | None = None) -> str:
+    """Why an inventory's CERTIFICATE (with its chain) and PRIVATE_KEY cannot be served ('' when they can): what
+    plan() would refuse, said before any node is changed. Neither value is repeated."""
+    if not certificate and not private_key:
+        return ""
+    try:
+        plan(None, ["localhost"], "", given_certificate=str(certificate or ""), given_private_key=str(private_key or ""),
+             now=now)
+    except TlsError as exc:
+        return str(exc)
+    return ""
+
+
 def plan(current: str | None, names, common_name: str, given_certificate: str = "", given_private_key: str = "",
          valid_days=397, renew_before_days=30, now: datetime.datetime | None = None, optional_names=()) -> dict:
     """What the node's identity file should hold, and why.
@@ -179,8 +262,9 @@ def plan(current: str | None, names, common_name: str, given_certificate: str = 
 
     OPTIONAL_NAMES are added to NAMES when they are IP addresses or DNS names (:func:`optional`), left out otherwise.
 
-    Returns ``{"pem", "certificate", "fingerprint_sha256", "not_after", "names", "source": given|kept|made,
-    "reason", "changed"}`` (``changed``: the file's text differs from CURRENT).
+    Returns ``{"pem", "certificate", "trust_anchor", "fingerprint_sha256", "not_after", "names",
+    "source": given|kept|made, "reason", "changed"}`` (``changed``: the file's text differs from CURRENT;
+    ``trust_anchor``: what clients trust, :func:`trust_anchor`).
     """
     _require()
     now = now or datetime.datetime.now(datetime.timezone.utc)
@@ -199,17 +283,24 @@ def plan(current: str | None, names, common_name: str, given_certificate: str = 
         raise TlsError("only one of the certificate and its private key is given: give both (the key from a vault), "
                        "or neither for a generated one")
     current_ok = None
+    current_why, current_anchor = "", None
     if current:
         try:
             current_ok = split_pem(current, "the node's file")
         except TlsError:
             current_ok = None
+        else:
+            current_why, current_anchor = _judge_file(current, current_ok, names, now, renew_before_days)
     if given_certificate:
         cert, key, cert_pem = split_pem(given_certificate.strip() + "\n" + given_private_key.strip() + "\n",
                                         "the given certificate and private key")
         why = judge(cert, key, None, now, 0)
         if why:
             raise TlsError(f"the given certificate cannot be used: {why}")
+        try:
+            anchor = trust_anchor(certificates(given_certificate), now)
+        except TlsError as exc:
+            raise TlsError(f"the given certificate cannot be used: {exc}") from None
         key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption()).decode()
         # Chain certificates given after the first are kept, in order.
@@ -217,8 +308,9 @@ def plan(current: str | None, names, common_name: str, given_certificate: str = 
                  if m.group(1) == "CERTIFICATE"][1:]
         pem = cert_pem + "".join(chain) + key_pem
         source, reason = "given", "the inventory's certificate"
-    elif current_ok is not None and not judge(current_ok[0], current_ok[1], names, now, renew_before_days):
+    elif current_ok is not None and not current_why:
         cert, _key, cert_pem = current_ok
+        anchor = current_anchor
         pem, source, reason = current, "kept", "the node's certificate is still good"
     else:
         if current is None:
@@ -226,12 +318,13 @@ def plan(current: str | None, names, common_name: str, given_certificate: str = 
         elif current_ok is None:
             reason = "the node's file holds no readable certificate and key"
         else:
-            why = judge(current_ok[0], current_ok[1], names, now, renew_before_days)
-            reason = "the node's certificate is not good: " + why
+            reason = "the node's certificate is not good: " + current_why
         pem, cert = make(names, common_name or names[0], now, valid_days)
         cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
+        anchor = cert
         source = "made"
-    return {"pem": pem, "certificate": cert_pem, "fingerprint_sha256": fingerprint(cert),
+    return {"pem": pem, "certificate": cert_pem, "trust_anchor": anchor.public_bytes(serialization.Encoding.PEM).decode(),
+            "fingerprint_sha256": fingerprint(cert),
             "not_after": _not_after(cert).strftime("%Y-%m-%dT%H:%M:%SZ"), "names": cert_names(cert),
             "source": source, "reason": reason, "changed": pem != (current or "")}
 

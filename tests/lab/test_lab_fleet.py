@@ -25,6 +25,7 @@ import urllib.request
 
 import pytest
 
+from ansible_collections.dgxspark.vllm.tests.unit.plugins.plugin_utils.tls_chains import company_ca
 from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, broken_image_dockerfile, door_certificate,
                     engine_key, fabric_ip, gateway_certificate, gateway_context, gateway_url, load_into, mgmt_ip, node,
                     node_exec, run)
@@ -42,6 +43,10 @@ DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 ROLLOUT = str(REPO / "playbooks" / "rollout.yml")
 TEARDOWN = str(REPO / "playbooks" / "teardown.yml")
 HEADS = {"pair1": 1, "pair2": 3}
+# The operator's CA of pair2's door (fleet()), and the host_vars file that gives its certificate, beside the lab's
+# inventory as an operator keeps one.
+OPERATOR_CA: dict = {}
+DOOR_HOST_VARS = INVENTORY.parent / "host_vars" / f"{node(HEADS['pair2'])}.yml"
 GATEWAY_PLAY = str(REPO / "playbooks" / "gateway.yml")
 DOOR_PORT = 8100
 ENGINE_URL = "http://127.0.0.1:8000"  # where each head's engine listens, with a gateway in the fleet
@@ -273,14 +278,53 @@ def fleet(lab):
     run([*LAB, "load", BASE])
     run([*LAB, "models"])
     build_release_images()
-    first = play(DEPLOY, "-e", f"dgxspark_image={BASE}")
-    yield first
-    # The teardown checks every node and the gateway box: nothing of the collection is left on any of them.
-    down = play(TEARDOWN)
+    # pair2's head serves its door with a certificate of the operator's CA, given in its host_vars as an operator
+    # does (pair1's door and the gateway make their own): every play of this file runs with it.
+    OPERATOR_CA.update(zip(("certificate", "key", "issuing", "root"), company_ca([mgmt_ip(HEADS["pair2"])])))
+    DOOR_HOST_VARS.parent.mkdir(exist_ok=True)
+    DOOR_HOST_VARS.write_text(json.dumps({
+        "gateway_door_tls_certificate": OPERATOR_CA["certificate"] + OPERATOR_CA["issuing"] + OPERATOR_CA["root"],
+        "gateway_door_tls_private_key": OPERATOR_CA["key"]}))
+    try:
+        first = play(DEPLOY, "-e", f"dgxspark_image={BASE}")
+        yield first
+        # The teardown checks every node and the gateway box: nothing of the collection is left on any of them.
+        down = play(TEARDOWN)
+    finally:
+        DOOR_HOST_VARS.unlink(missing_ok=True)
     assert down.returncode == 0, why(down)
     assert re.search(r"TASK \[Check no gateway of the collection is left on the host\][^\n]*\nok: \[", down.stdout), flat(down)[-3000:]
     # Back to the session's lab (without the gateway box), so later tests run on the pair they were written for.
     run([*LAB, "up", "--nodes", str(len(lab["_meta"]["hostvars"]) if grew else NODES), "--no-engine-images"])
+
+
+def test_a_door_with_a_certificate_of_the_operators_ca_is_trusted_through_its_root(fleet):
+    """Found in the review of 96ffade: a door given a certificate of the operator's CA published that certificate as
+    the one its clients trust alone (tls.crt); OpenSSL accepts no chain that stops at a certificate that is not
+    self-signed, so the gateway's relay (HAProxy) failed every check and marked the door down. The door now publishes
+    its chain's root, which the relay trusts, and the gateway finds the door up."""
+    assert fleet.returncode == 0, flat(fleet)[-5000:]
+    assert door_certificate(HEADS["pair2"]).strip() == OPERATOR_CA["root"].strip()
+    relay = "door_" + hashlib.sha256(b"pair2").hexdigest()[:16]
+    assert node_exec(GATEWAY, "cat", f"/etc/dgxspark/gateway/{relay}.crt").stdout.strip() == OPERATOR_CA["root"].strip()
+    servers = gateway_server(server="pair2")["servers"]
+    print(f"pair2 (its door served with the operator's CA): the gateway's view {servers}")
+    assert servers and all(s["status"] == "UP" and s["check"] == "L7OK" for s in servers), servers
+    # The door serves its whole chain: a client on the gateway box that trusts the root alone, without OpenSSL's
+    # partial chains (as HAProxy), verifies it.
+    verified = run(["docker", "exec", "-i", GATEWAY, "python3", "-c", ROOT_ONLY_PY, mgmt_ip(HEADS["pair2"]),
+                    str(DOOR_PORT)], input_text=OPERATOR_CA["root"], check=False)
+    assert verified.returncode == 0 and verified.stdout.strip() == "verified", verified.stdout + verified.stderr
+
+
+# A TLS handshake to a door (argv: address, port) from a client that trusts the PEM on stdin alone, partial chains off.
+ROOT_ONLY_PY = ("import socket, ssl, sys\n"
+                "context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)\n"
+                "context.load_verify_locations(cadata=sys.stdin.read())\n"
+                "context.verify_flags &= ~getattr(ssl, 'VERIFY_X509_PARTIAL_CHAIN', 0)\n"
+                "with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10) as raw:\n"
+                "    with context.wrap_socket(raw, server_hostname=sys.argv[1]):\n"
+                "        print('verified')\n")
 
 
 def test_fleet_deploy_serves_every_pair(fleet):

@@ -12,6 +12,7 @@ import pytest
 from ansible.playbook.task import Task
 
 from ansible_collections.dgxspark.vllm.plugins.action import fleet as plugin
+from ansible_collections.dgxspark.vllm.tests.unit.plugins.plugin_utils.tls_chains import company_ca
 
 GROUPS = {"all": ["s1", "s2", "gw1"], "ungrouped": [], "spark_pairs": ["s1", "s2"], "pair1": ["s1", "s2"],
           "dgxspark_gateway": ["gw1"]}
@@ -262,3 +263,27 @@ def test_a_metrics_key_set_for_the_monitoring_hosts_alone_is_stopped_before_any_
     # Prometheus on the head itself reads its engine on the loopback: no door in between.
     on_head = {**trapped, "s1": {**trapped["s1"], "monitoring_engine_api_key": "metrics-key-0123456789"}}
     assert not run_on("s1", hostvars=on_head, groups={**groups, "dgxspark_monitoring": ["s1"]}).get("failed")
+
+
+def test_a_given_tls_certificate_that_cannot_be_served_is_refused_at_the_first_task_naming_host_and_variables():
+    """Found in the review of 96ffade: a given certificate was refused only by the gateway role, after the deploy, and
+    under no_log (the message hidden). A chain short of its root (which the relays must trust) is named now, before
+    any node changes; a good chain, or a certificate for a switched-off identity, passes."""
+    cert, key, middle, root = company_ca(["10.0.0.11"])
+    short = dict(HOSTVARS, s1=dict(HOSTVARS["s1"], gateway_door_tls_certificate=cert + middle,
+                                   gateway_door_tls_private_key=key))
+    result = run_on("s2", hostvars=short)
+    assert result["failed"]
+    assert ("s1: gateway_door_tls_certificate and gateway_door_tls_private_key: the given certificate cannot be used: "
+            "the chain ends at 'Company Issuing CA'") in result["msg"]
+    assert "append the issuing CA's certificates up to its self-signed root" in result["msg"]
+    assert key.split("\n")[1] not in result["msg"]
+    off = dict(HOSTVARS, s1=dict(short["s1"], gateway_door_tls=False))
+    assert not run_on("s1", hostvars=off).get("failed")
+    good = dict(HOSTVARS, s1=dict(HOSTVARS["s1"], gateway_door_tls_certificate=cert + middle + root,
+                                  gateway_door_tls_private_key=key))
+    assert not run_on("s1", hostvars=good).get("failed")
+    gateway = dict(HOSTVARS, gw1=dict(HOSTVARS["gw1"], gateway_tls_certificate=cert + middle + root))
+    refused = run_on("gw1", hostvars=gateway)
+    assert refused["failed"] and "gw1: gateway_tls_certificate and gateway_tls_private_key" in refused["msg"]
+    assert "give both" in refused["msg"]

@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ansible_collections.dgxspark.vllm.plugins.plugin_utils import _tls
+from ansible_collections.dgxspark.vllm.tests.unit.plugins.plugin_utils.tls_chains import _issue, _pem, company_ca
 
 NOW = datetime.datetime(2026, 12, 7, 12, 0, tzinfo=datetime.timezone.utc)
 
@@ -73,15 +74,115 @@ def _given(names=("gw.example.net",), days=90):
 
 
 def test_the_inventorys_certificate_is_served_as_given_with_its_chain():
-    cert, key = _given()
-    intermediate = _given(["ca.example.net"])[0]
-    found = _tls.plan(made()["pem"], ["10.0.0.5"], "", given_certificate=cert + intermediate, given_private_key=key,
+    cert, key, middle, root = company_ca(["gw.example.net"])
+    found = _tls.plan(made()["pem"], ["10.0.0.5"], "", given_certificate=cert + middle + root, given_private_key=key,
                       now=NOW)
     assert found["source"] == "given" and found["names"] == ["gw.example.net"] and found["changed"]
-    assert found["pem"].count("BEGIN CERTIFICATE") == 2 and found["pem"].startswith(cert)
+    assert found["pem"].count("BEGIN CERTIFICATE") == 3 and found["pem"].startswith(cert)
+    assert found["certificate"] == cert and found["trust_anchor"] == root
     # Given again, the node's file already holds it: nothing to write.
-    assert not _tls.plan(found["pem"], ["10.0.0.5"], "", given_certificate=cert + intermediate, given_private_key=key,
+    assert not _tls.plan(found["pem"], ["10.0.0.5"], "", given_certificate=cert + middle + root, given_private_key=key,
                          now=NOW)["changed"]
+    # Kept later (no longer given, still naming what is asked), its root is still what clients trust.
+    kept = _tls.plan(found["pem"], ["gw.example.net"], "", now=NOW)
+    assert kept["source"] == "kept" and kept["trust_anchor"] == root
+
+
+def test_a_self_signed_certificate_is_its_own_trust_anchor():
+    cert, key = _given()
+    assert _tls.plan(None, ["10.0.0.5"], "", given_certificate=cert, given_private_key=key,
+                     now=NOW)["trust_anchor"] == cert
+    found = made()
+    assert found["trust_anchor"] == found["certificate"]
+    assert _tls.plan(found["pem"], ["10.0.0.5"], "", now=NOW)["trust_anchor"] == found["certificate"]
+
+
+def _handshake(pem: str, cadata: str) -> str:
+    """A TLS handshake to a server on 127.0.0.1 serving PEM (certificate, chain, key) from a client that trusts
+    CADATA alone, as HAProxy's `verify required ca-file` and OpenSSL's defaults do (no partial chain): '' when it
+    verifies, else the client's error."""
+    import socket
+    import ssl
+    import tempfile
+    import threading
+
+    with tempfile.NamedTemporaryFile("w", suffix=".pem") as file:
+        file.write(pem)
+        file.flush()
+        server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.load_cert_chain(file.name)
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.load_verify_locations(cadata=cadata)
+    client.verify_flags &= ~getattr(ssl, "VERIFY_X509_PARTIAL_CHAIN", 0)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def serve():
+            conn, _ = listener.accept()
+            try:
+                with server.wrap_socket(conn, server_side=True):
+                    pass
+            except (ssl.SSLError, OSError):
+                pass
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                with client.wrap_socket(raw, server_hostname="127.0.0.1"):
+                    return ""
+        except ssl.SSLError as exc:
+            return str(exc)
+        finally:
+            thread.join(10)
+
+
+def test_a_ca_signed_certificate_is_trusted_through_its_root_by_clients_that_trust_one_certificate():
+    """Found in the review of 96ffade: the door's and the gateway's certificate file (tls.crt), which the gateway's
+    relays, Prometheus and the benchmark trust alone, held the served certificate. Signed by an operator's CA, it is no
+    trust anchor to OpenSSL: every relay's health check failed and the gateway marked every door down. The file now
+    holds the chain's root (trust_anchor)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert, key, middle, root = company_ca(["127.0.0.1"], now=now)
+    found = _tls.plan(None, ["127.0.0.1"], "", given_certificate=cert + middle + root, given_private_key=key, now=now)
+    assert _handshake(found["pem"], found["trust_anchor"]) == ""
+    assert "certificate verify failed" in _handshake(found["pem"], found["certificate"])
+    # A made (self-signed) one: the certificate is its own anchor.
+    own = _tls.plan(None, ["127.0.0.1"], "", now=now)
+    assert _handshake(own["pem"], own["trust_anchor"]) == ""
+
+
+@pytest.mark.parametrize("chain, match", [
+    (lambda c, m, r: c + m, "the chain ends at 'Company Issuing CA', issued by 'Company Root CA', which it does not "
+                            "hold: append the issuing CA's certificates up to its self-signed root"),
+    (lambda c, m, r: c, "the chain ends at 'door.company.example', issued by 'Company Issuing CA'"),
+    (lambda c, m, r: c + r + m, "'door.company.example' is not issued by the next certificate, 'Company Root CA': "
+                                "give the certificate first, then each issuer in order up to the root"),
+])
+def test_a_chain_that_clients_cannot_follow_to_its_root_is_refused_saying_what_to_add(chain, match):
+    cert, key, middle, root = company_ca()
+    with pytest.raises(_tls.TlsError, match="the given certificate cannot be used: " + match):
+        _tls.plan(None, ["10.0.0.5"], "", given_certificate=chain(cert, middle, root), given_private_key=key, now=NOW)
+    assert _tls.given_problem(chain(cert, middle, root), key, now=NOW).startswith("the given certificate cannot be used")
+
+
+def test_an_issuer_that_is_no_ca_is_refused():
+    root, root_key = _issue("Not A CA")
+    leaf, leaf_key = _issue("door", root, root_key)
+    key = leaf_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption()).decode()
+    assert "'Not A CA' issues a certificate of the chain but is no CA" in _tls.given_problem(
+        _pem(leaf) + _pem(root), key, now=NOW)
+
+
+def test_given_problem_is_empty_for_a_good_pair_or_none_and_never_repeats_the_key():
+    cert, key, middle, root = company_ca()
+    assert _tls.given_problem(cert + middle + root, key, now=NOW) == ""
+    assert _tls.given_problem("", "", now=NOW) == ""
+    assert "give both" in _tls.given_problem(cert, "", now=NOW)
+    problem = _tls.given_problem(cert + middle + root, "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE "
+                                 "KEY-----\n", now=NOW)
+    assert problem and "c2VjcmV0" not in problem
 
 
 def test_a_given_certificate_that_cannot_serve_is_refused_saying_why():
