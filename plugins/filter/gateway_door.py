@@ -100,13 +100,14 @@ RETURN = r"""
 _value:
   description: C(config) (the text of haproxy.cfg, which holds the cluster's engine key), C(target) (the engine's address and port, C(address:port)) and
     C(engine_bind) (the address and port the engine bound) and C(engine_on_lan) (true when the engine bound an address
-    other than the loopback, a wildcard among them).
+    other than the loopback, a wildcard among them), and C(url), the clients' URL of a door for clients (C(https) with
+    TLS, an IPv6 address bracketed, as the release records it; empty for a door for gateways).
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway, _release
 
 
 def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engine_key=None, paths=None,
@@ -131,8 +132,10 @@ def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engin
     # Exposure is judged on the address the engine bound, not on where the door reaches it: an engine on 0.0.0.0
     # (reached by the door on 127.0.0.1) listens on the LAN too.
     bound = str(((release or {}).get("endpoint") or {}).get("host") or "127.0.0.1")
+    # The clients' URL of a door for clients, as the release records it (_release.clients_url).
+    url = _release.clients_url(bind, engine_port, bool(tls)) if clients else ""
     return {"config": config, "keys": keys, "clients": clients, "target": f"{address}:{engine_port}",
-            "engine_bind": f"{bound}:{engine_port}", "engine_on_lan": bound not in ("127.0.0.1", "::1")}
+            "engine_bind": f"{bound}:{engine_port}", "engine_on_lan": bound not in ("127.0.0.1", "::1"), "url": url}
 
 
 class FilterModule:

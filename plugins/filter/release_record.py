@@ -28,7 +28,11 @@ options:
     type: list
     elements: dict
   endpoint:
-    description: The API - C(url) (with C(/v1)), C(host) (the bind address) and C(port).
+    description:
+    - The API - C(url) (with C(/v1)), C(host) (the bind address) and C(port).
+    - Or, in place of C(url), the head's C(lan_ip), whether the fleet has C(gateways) and whether the door speaks TLS
+      (C(door_tls)), from which the clients' URL is made (the head's door on its LAN address, or the engine's own
+      behind gateways; an IPv6 address bracketed).
     type: dict
   image_id:
     description: The serving image's ID (C(sha256:...)); empty when not known.

@@ -217,6 +217,9 @@ def finish(release: t.Mapping[str, t.Any], *, enforce_eager: bool | None = None,
     record["image_ids"] = dict(sorted(ids.items()))
     record["remedies"] = list(remedies or [])
     endpoint = dict(endpoint or {})
+    if endpoint and "url" not in endpoint and "lan_ip" in endpoint:
+        endpoint = serving_endpoint(endpoint.get("host"), endpoint.get("port"), endpoint["lan_ip"],
+                                    gateways=endpoint.get("gateways"), door_tls=endpoint.get("door_tls"))
     if endpoint:
         try:
             port = int(endpoint["port"])
@@ -228,6 +231,45 @@ def finish(release: t.Mapping[str, t.Any], *, enforce_eager: bool | None = None,
     record["endpoint"] = endpoint
     record["source"] = source_record(source)
     return record
+
+
+def clients_url(host: str, port: t.Any, tls: bool) -> str:
+    """The clients' base URL (with ``/v1``) of an API at HOST:PORT, over HTTPS with TLS; an IPv6 address bracketed.
+    The one producer of the URL the deploy records and prints and the door says it serves."""
+    text = str(host or "").strip()
+    try:
+        if ipaddress.ip_address(text).version == 6:
+            text = f"[{text}]"
+    except ValueError:
+        if not text:
+            raise ReleaseError("the clients' URL needs a host") from None
+    try:
+        port = int(port)
+    except (TypeError, ValueError) as exc:
+        raise ReleaseError(f"the clients' URL needs a port, is {port!r}") from exc
+    return f"{'https' if tls else 'http'}://{text}:{port}/v1"
+
+
+def serving_endpoint(bind: t.Any, port: t.Any, lan_ip: t.Any, gateways: t.Any = False,
+                     door_tls: t.Any = True) -> dict[str, t.Any]:
+    """The release's ``endpoint`` of an engine bound to BIND:PORT on a head whose LAN address is LAN_IP.
+
+    The clients' URL: with GATEWAYS, the engine's own (the gateway's URL is the clients'); without, the head's LAN
+    address, where the door for clients stands in the engine's place (an engine on the loopback) or the engine itself
+    listens (bound to every address). The door speaks TLS unless DOOR_TLS is false (security review M2); an engine on
+    the LAN is plain HTTP."""
+    bind = str(bind or "127.0.0.1").strip()
+    loopback = bind in ("127.0.0.1", "::1")
+    gateways = bool(gateways)
+    host = str(lan_ip or "").strip() if bind in ("0.0.0.0", "::") or (not gateways and loopback) else bind
+    tls = _true(door_tls) and not gateways and loopback
+    return {"url": clients_url(host, port, tls), "host": bind, "port": int(port)}
+
+
+def _true(value: t.Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1", "y", "t")
+    return bool(value)
 
 
 def engine_url(release: t.Mapping[str, t.Any] | None) -> str:

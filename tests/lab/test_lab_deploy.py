@@ -103,6 +103,10 @@ def test_deploy_from_zero_serves_a_chat_completion(deployed):
     chat = run([sys.executable, str(LAB[1].replace("lab.py", "chat.py"))], env=dict(os.environ, DEMO_API_KEY=KEY))
     assert f"POST {api_url(1)}/v1/chat/completions" in chat.stdout
     assert "assistant: " in chat.stdout and "reasoning: " in chat.stdout and "usage:" in chat.stdout
+    # The fingerprint the demo prints (of the certificate it fetched and then trusts) is the one the deploy printed.
+    shown = re.search(r"^certificate SHA-256 ([0-9A-F:]{95}) ", chat.stdout, re.M)
+    assert shown and f"pair1: the door at {api_url(1)}/v1: TLS certificate SHA-256 {shown.group(1)} " in flat, \
+        chat.stdout
 
 
 def test_api_answers_on_the_lan_from_the_controller(deployed, lab):

@@ -306,3 +306,10 @@ def test_the_role_renders_the_argv_only_through_the_filter():
     for setting in _release.SETTINGS:
         if setting.flag:
             assert setting.flag not in present, setting.flag
+
+
+def test_the_record_makes_the_clients_url_from_the_endpoints_parts():
+    """vllm_serve gives the record its bind address, port, the head's LAN address, whether the fleet has gateways and
+    whether the door speaks TLS; the record's URL is _release.clients_url's (the one the door prints)."""
+    parts = {"host": "::1", "port": 8000, "lan_ip": "fd00::11", "gateways": False, "door_tls": True}
+    assert release(endpoint=parts)["endpoint"] == {"url": "https://[fd00::11]:8000/v1", "host": "::1", "port": 8000}
