@@ -99,8 +99,8 @@ def test_a_self_signed_certificate_is_its_own_trust_anchor():
 
 def _handshake(pem: str, cadata: str) -> str:
     """A TLS handshake to a server on 127.0.0.1 serving PEM (certificate, chain, key) from a client that trusts
-    CADATA alone, as HAProxy's `verify required ca-file` and OpenSSL's defaults do (no partial chain): '' when it
-    verifies, else the client's error."""
+    CADATA alone, as HAProxy's `verify required ca-file` and OpenSSL's defaults do (no partial chain), strictly as
+    Python 3.13's clients do: '' when it verifies, else the client's error."""
     import socket
     import ssl
     import tempfile
@@ -114,6 +114,8 @@ def _handshake(pem: str, cadata: str) -> str:
     client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     client.load_verify_locations(cadata=cadata)
     client.verify_flags &= ~getattr(ssl, "VERIFY_X509_PARTIAL_CHAIN", 0)
+    # As Python 3.13's default context does: the certificates must follow RFC 5280 strictly.
+    client.verify_flags |= getattr(ssl, "VERIFY_X509_STRICT", 0)
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
 

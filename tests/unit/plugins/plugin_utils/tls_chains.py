@@ -21,14 +21,26 @@ def _pem(cert) -> str:
 
 
 def _issue(subject, issuer=None, issuer_key=None, ca=False, names=(), now=NOW, days=90):
-    """(certificate, key): SUBJECT's certificate, issued by ISSUER (with ISSUER_KEY), or self-signed."""
+    """(certificate, key): SUBJECT's certificate, issued by ISSUER (with ISSUER_KEY), or self-signed, with the
+    extensions a CA sets (key usage, key identifiers, server authentication), which Python 3.13's clients require
+    (VERIFY_X509_STRICT)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, subject)])
     builder = (x509.CertificateBuilder().subject_name(name)
                .issuer_name(issuer.subject if issuer is not None else name).public_key(key.public_key())
                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
                .not_valid_after(now + datetime.timedelta(days=days))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=not ca, content_commitment=False, key_encipherment=False,
+                                            data_encipherment=False, key_agreement=False, key_cert_sign=ca,
+                                            crl_sign=ca, encipher_only=False, decipher_only=False), critical=True)
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False))
+    if issuer is not None:
+        builder = builder.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+                                        critical=False)
+    if not ca:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
+                                        critical=False)
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(_tls._sans(list(names))), critical=False)
     return builder.sign(issuer_key if issuer is not None else key, hashes.SHA256()), key
