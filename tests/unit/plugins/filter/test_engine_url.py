@@ -34,7 +34,6 @@ def test_no_endpoint_is_no_url_and_a_bad_one_is_named():
         engine_url("release.json")
 
 
-
 @pytest.mark.parametrize("bind, lan_ip, gateways, door_tls, url", [
     ("127.0.0.1", "10.0.0.11", False, True, "https://10.0.0.11:8000/v1"),  # the door for clients, over TLS
     ("127.0.0.1", "10.0.0.11", False, False, "http://10.0.0.11:8000/v1"),  # gateway_door_tls: false

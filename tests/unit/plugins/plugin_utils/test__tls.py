@@ -120,7 +120,7 @@ def _handshake(pem: str, cadata: str) -> str:
         port = listener.getsockname()[1]
 
         def serve():
-            conn, _ = listener.accept()
+            conn = listener.accept()[0]
             try:
                 with server.wrap_socket(conn, server_side=True):
                     pass
