@@ -24,23 +24,16 @@ import stat
 import typing as t
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._files import write_atomically
+from ansible_collections.dgxspark.vllm.plugins.module_utils._layout import CHANGING, PATHS, RECORDED
 
 VERSION = 3
-PATH = "/var/lib/dgxspark/deploy/record.json"
+PATH = PATHS["deploy_state_path"]
 # Beside the record (its directory is never captured): the node's key of the record's digests.
 KEY_FILE = "record.key"
-TREES = ("/etc/dgxspark", "/var/lib/dgxspark", "/opt/dgxspark")
-# What changes on its own while a cluster serves (the watchdog's state and events, runtime sockets, Prometheus'
-# data); the module adds the record's own directory. The watchdog's maintenance marker is not among them: a paused
-# watchdog is a difference.
-EXCLUDE = (
-    "/var/lib/dgxspark/watchdog/state.json",
-    "/var/lib/dgxspark/watchdog/lock",
-    "/var/lib/dgxspark/watchdog/events.jsonl",
-    "/var/lib/dgxspark/watchdog/events.jsonl.1",
-    "/var/lib/dgxspark/gateway",
-    "/var/lib/dgxspark/prometheus",
-)
+# The collection's trees the record captures whole, and what changes in them on its own while a cluster serves (the
+# module adds the record's own directory): the layout registry's (_layout.RECORDED, _layout.CHANGING).
+TREES = RECORDED
+EXCLUDE = CHANGING
 MAX_DIFFERENCES = 8
 
 
