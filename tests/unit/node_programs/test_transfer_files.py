@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests of the model-file requests of dgxspark-transfer (files_inspect, files_receive) on a temporary root.
 
-Every test runs twice (the fixture R, tests/unit/roles/conftest.py): against module_utils/_transfer_node and
+Every test runs twice (the fixture R, tests/unit/node_programs/conftest.py): against module_utils/_transfer_node and
 against the built program, as the nodes run it; the last tests run the built file as a process, as sshd does.
 """
 

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests of the image requests of dgxspark-transfer (the transfer key's forced command).
 
-Every test runs twice (the fixture R, tests/unit/roles/conftest.py): against module_utils/_transfer_node and
+Every test runs twice (the fixture R, tests/unit/node_programs/conftest.py): against module_utils/_transfer_node and
 against the built program. A receive runs against a fake Docker API, reading a framed stream.
 """
 

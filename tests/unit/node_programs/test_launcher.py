@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests of dgxspark-launch (the node containers' command, module_utils/_launcher built into one file).
 
-The pure logic runs twice (the fixture L, tests/unit/roles/conftest.py): against the module_utils and against the
+The pure logic runs twice (the fixture L, tests/unit/node_programs/conftest.py): against the module_utils and against the
 built program; the supervision paths run the built program as a real process (mode mp needs no Ray). The Ray outputs are fixtures captured
 from a real Ray 2.54.1 cluster (tests/unit/plugins/fixtures/ray/README.md).
 """
