@@ -103,3 +103,15 @@ def test_mp_ranks_must_be_vllm_containers_and_no_worker_follows_a_head():
 def test_nothing_is_planned_without_every_members_spec():
     with pytest.raises(ep.PlanError, match="no container spec from spark-2 .it failed or is unreachable."):
         ep.plan(MEMBERS, "spark-1", {"spark-1": SPECS["spark-1"]}, {}, IDS, to_json)
+
+
+def test_the_started_before_test_compares_times_and_knows_no_start():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.dgxspark.vllm.plugins.test.started_before import TestModule
+
+    before = TestModule().tests()["started_before"]
+    assert before("2026-12-07T10:00:00.5Z", "2026-12-07T10:00:00.500001Z")
+    assert not before("2026-12-07T10:00:00.500001Z", "2026-12-07T10:00:00.5Z")
+    assert not before("", "2026-12-07T10:00:00Z") and not before("0001-01-01T00:00:00Z", "2026-12-07T10:00:00Z")
+    with pytest.raises(AnsibleFilterError, match="started_before: 'soon' is not a start time"):
+        before("soon", "2026-12-07T10:00:00Z")
