@@ -67,3 +67,41 @@ def test_a_full_run_runs_every_step_and_records_last():
     plays = running_plays()
     assert plays == [ALWAYS[0], PULL, ALWAYS[1], TRUST, WEIGHTS, BUILD, SYNC, SERVE, WATCH, SUMMARY, *GATEWAY,
                      *MONITORING, RECORD], plays
+
+
+def _run_tags(*args):
+    """ansible_run_tags and ansible_skip_tags as ansible-playbook hands them to a play run with ARGS (a tuple, not a
+    list: found when the record play compared a tuple with a list and never wrote the record)."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        play = pathlib.Path(tmp) / "tags.yml"
+        play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - ansible.builtin.debug:\n"
+                        "        msg: \"{{ {'run': ansible_run_tags | list, 'skip': ansible_skip_tags | list} | to_json }}\"\n"
+                        "      tags: [always]\n")
+        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+                   ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+        proc = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,",
+                               "-c", "local", str(play), *args], capture_output=True, text=True, env=env, timeout=120,
+                              check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    msg = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    found = json.loads(msg) if isinstance(msg, str) else msg
+    return tuple(found["run"]), tuple(found["skip"])
+
+
+@pytest.mark.parametrize("args, records", [((), True), (("--tags", "serve"), False), (("--skip-tags", "gateway"), False)])
+def test_only_a_full_run_writes_the_deploy_record(args, records):
+    """The record play's condition, evaluated by Ansible with the tags a real run hands it."""
+    import yaml
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    run_tags, skip_tags = _run_tags(*args)
+    plays = yaml.safe_load(PLAYBOOK.read_text())
+    record = next(play for play in plays if play.get("name") == RECORD)["tasks"][0]["when"]
+    templar = Templar(loader=DataLoader(), variables={
+        "ansible_run_tags": run_tags, "ansible_skip_tags": skip_tags, "deploy_state_settled": False,
+        "vllm_serve_result": {"release": {"image": "x"}}})
+    assert templar.template(trust_as_template("{{ " + record + " }}")) is records
