@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+# The action plugin (plugins/action/engine_plan.py) runs on the controller and declares supports_check_mode
+# there (_supports_check_mode = True: it reads published facts and changes nothing); this file only documents it.
+
 DOCUMENTATION = r"""
 module: engine_plan
 short_description: Plan a cluster's engine containers from what every member published
