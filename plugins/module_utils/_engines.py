@@ -17,6 +17,7 @@ def describe(attrs: dict, label: str) -> dict:
     labels = config.get("Labels") or {}
     host = attrs.get("HostConfig") or {}
     return {
+        "id": attrs.get("Id", ""),
         "component": labels.get(label, ""),
         "running": bool(state.get("Running")),
         "status": state.get("Status", ""),

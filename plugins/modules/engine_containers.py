@@ -56,13 +56,14 @@ EXAMPLES = r"""
 RETURN = r"""
 containers:
   description:
-    - The engine containers by name. For each, C(component) (the label's value), C(running), C(status) (Docker's
+    - The engine containers by name. For each, C(id), C(component) (the label's value), C(running), C(status) (Docker's
       state), C(started_at) (the current or last start, RFC 3339 as Docker writes it), C(image_id) (the image it was
       created from), C(labels) (every label), C(restart_policy) (its name), C(restart_count) and C(exit_code).
   returned: always
   type: dict
   sample:
     dgxspark-ray-head:
+      id: 9b1e4c7d2a0f...
       component: ray
       running: true
       status: running

@@ -110,13 +110,13 @@ def test_bad_input_stops_naming_the_container_and_the_input(kw, match):
         build(**kw)
 
 
-def _container_tasks(path):
+def _tasks(path, module):
     found = []
 
     def walk(tasks):
         for task in tasks or []:
-            if "community.docker.docker_container" in task and task["community.docker.docker_container"].get(
-                    "state", "started") == "started":
+            if module in task and (module != "community.docker.docker_container"
+                                   or task[module].get("state", "started") == "started"):
                 found.append(task)
             for key in ("block", "rescue", "always"):
                 walk(task.get(key))
@@ -124,15 +124,17 @@ def _container_tasks(path):
     return found
 
 
-def test_one_task_runs_every_engine_container():
-    """The Ray head, the Ray workers and the mp ranks all run through roles/ray_cluster/tasks/container.yml: no other
-    task file of the roles starts a container from a spec of its own. The other containers roles start are the watchdog,
-    the gateway's HAProxy, Prometheus and the node exporters, which are no engine containers: no GPU, no devices,
-    labelled with their component."""
+def _container_tasks(path):
+    return _tasks(path, "community.docker.docker_container")
+
+
+def test_one_action_runs_every_engine_container():
+    """The Ray head, the Ray workers and the mp ranks all run through the engine_container action, from the one
+    definition: no task file of the roles starts an engine container from a spec of its own. The other containers roles
+    start are the watchdog, the gateway's HAProxy, Prometheus and the node exporters, which are no engine containers:
+    no GPU, no devices, labelled with their component."""
     starters = {str(p.relative_to(ROOT)) for p in ROOT.glob("roles/*/tasks/*.yml") if _container_tasks(p)}
-    # The other containers roles start are no engine containers: the watchdog, and the gateway's HAProxy (the
-    # gateway and each head's door, one task of its own) - no GPU, no devices, labelled with their component.
-    assert starters == {"roles/ray_cluster/tasks/container.yml", "roles/watchdog/tasks/present.yml",
+    assert starters == {"roles/watchdog/tasks/present.yml",
                         "roles/gateway/tasks/apply.yml", "roles/monitoring/tasks/prometheus.yml",
                         "roles/monitoring/tasks/node.yml"}
     (watchdog,) = _container_tasks(ROOT / "roles/watchdog/tasks/present.yml")
@@ -158,24 +160,27 @@ def test_one_task_runs_every_engine_container():
         assert not {"device_requests", "devices", "privileged", "capabilities", "env"} & set(spec)
         assert spec["cap_drop"] == ["ALL"] and spec["read_only"] is True and spec["security_opts"] == ["no-new-privileges"]
         assert spec["user"] == "{{ monitoring_uid }}:{{ monitoring_gid }}"
-    for path in ("roles/ray_cluster/tasks/apply.yml", "roles/vllm_serve/tasks/mp_start.yml"):
-        text = (ROOT / path).read_text()
-        assert "include_tasks: container.yml" in text or "tasks_from: container" in text, path
+    engines = {str(p.relative_to(ROOT)): [t["dgxspark.vllm.engine_container"]["spec"]
+                                          for t in _tasks(p, "dgxspark.vllm.engine_container")]
+               for p in ROOT.glob("roles/*/tasks/*.yml")}
+    assert {path: specs for path, specs in engines.items() if specs} == {
+        "roles/ray_cluster/tasks/apply.yml": ["{{ ray_cluster_spec.container }}"] * 2,  # the head, the workers
+        "roles/vllm_serve/tasks/present.yml": ["{{ vllm_serve_mp_spec.container }}"],
+    }
 
 
-@pytest.mark.parametrize("path,spec", [
-    ("roles/ray_cluster/tasks/container.yml", "ray_cluster_run.container"),
-])
-def test_every_engine_container_task_passes_every_option_of_the_definition(path, spec):
-    """No backend's task may drop or hand-write an option: every key comes from the one definition."""
-    tasks = _container_tasks(ROOT / path)
-    assert tasks
-    keys = set(build(env=ROCE_ENV))
-    for task in tasks:
-        args = task["community.docker.docker_container"]
-        for key in keys:
-            assert key in args, f"{path}: {task['name']}: {key} missing"
-            assert f"{spec}.{key}" in str(args[key]), f"{path}: {task['name']}: {key} is not the definition's"
+def test_every_option_of_the_definition_reaches_the_container_module():
+    """No backend may drop or hand-write an option: the action hands the container module every key of the one
+    definition, as it is."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils._engine_container import module_args
+
+    for env in (ROCE_ENV, SOCKET_ENV):
+        spec = build(env=env)
+        args = module_args(spec, image_id="", fingerprint="abc123", restart=False)
+        for key, value in spec.items():
+            if key != "labels":
+                assert args[key] == value, key
+        assert args["labels"] == dict(spec["labels"], **{"org.dgxspark.vllm.config": "abc123"})
 
 
 def test_the_cache_volume_names_are_those_every_engine_container_mounts():

@@ -109,7 +109,15 @@ def _container_tasks(path):
 def test_l4_every_task_that_starts_a_container_passes_the_fleet_log_setting():
     """At 13f6075 no task set log_driver or log_options: Docker's json-file grew without a bound."""
     starters = {p: tasks for p in ROOT.glob("roles/*/tasks/*.yml") if (tasks := _container_tasks(p))}
-    assert len(starters) == 5
+    assert len(starters) == 4  # the watchdog, the gateway's HAProxy, Prometheus, the node exporters
+    # The engine containers go through the engine_container action, which hands the module the definition's options,
+    # the fleet's log setting among them.
+    from ansible_collections.dgxspark.vllm.plugins.module_utils._engine_container import module_args
+    from ansible_collections.dgxspark.vllm.plugins.module_utils._node_container import node_container
+    spec = node_container("dgxspark-vllm", "vllm:1", ["mp"], component="vllm", role="head", pair="pair1",
+                          logs={"driver": "local", "options": {"max-size": "20m"}})
+    options = module_args(spec, image_id="", fingerprint="ab12", restart=False)
+    assert (options["log_driver"], options["log_options"]) == ("local", {"max-size": "20m"})
     for path, tasks in starters.items():
         for args in tasks:
             for key in ("log_driver", "log_options"):

@@ -54,7 +54,7 @@ def test_read_describes_each_container_without_its_environment():
     result = mod.read(FakeClient(api), LABEL)
     assert api.filters == {"label": LABEL}
     head = result["containers"]["dgxspark-ray-head"]
-    assert head == {"component": "ray", "running": True, "status": "running", "started_at": "2026-12-04T21:50:01Z",
+    assert head == {"id": "dgxspark-ray-head-id", "component": "ray", "running": True, "status": "running", "started_at": "2026-12-04T21:50:01Z",
                     "image_id": "sha256:" + "a" * 64,
                     "labels": {LABEL: "ray", "org.dgxspark.vllm.config": "f1"},
                     "restart_policy": "unless-stopped", "restart_count": 0, "exit_code": 0}
