@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._fleet import (
     GATEWAY_GROUP, GATEWAY_HOST_VARS, MONITORING_ADDRESS_VAR, MONITORING_GROUP, MONITORING_HOST_VARS, node_fabric,
@@ -14,7 +15,11 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import (
     BIND_VARIABLE, DOOR_METRICS_KEY, READ, Unreadable, check_exposure, check_host, check_metrics_key, check_secrets,
     unreadable,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils._node_container import (
+    ENGINE_ALIAS_PREFIX, ENGINE_DEFAULTS, ENGINE_PREFIX, ENGINE_REMOVED_IN, engine_settings)
 from ansible_collections.dgxspark.vllm.plugins.plugin_utils._tls import given_problem
+
+display = Display()
 
 # The TLS identities an inventory may give (switch, certificate, private key): checked here, before any node changes,
 # where the role that serves them would refuse them late and, under no_log, without saying why.
@@ -61,6 +66,25 @@ def tls_problems(host: str, values: dict) -> list[str]:
         if why:
             problems.append(f"{host}: {cert_var} and {key_var}: {why}")
     return problems
+
+
+ENGINE_VARIABLES = tuple(prefix + setting for setting in ENGINE_DEFAULTS for prefix in (ENGINE_PREFIX, ENGINE_ALIAS_PREFIX))
+
+
+def engines(hostvars, hosts) -> tuple[dict, list[str], dict]:
+    """({host: its engine settings}, problems naming the host and the variable, {host: [(alias, neutral name)]}) of
+    HOSTS, from the dgxspark_engine_* variables (and their deprecated ray_cluster_* aliases) hostvars hands over."""
+    read = read_variables(hostvars, hosts, ENGINE_VARIABLES)
+    settings, problems, aliases = {}, [], {}
+    for host in hosts:
+        values = {name: None if isinstance(value, Unreadable) else value for name, value in read[host].items()}
+        unreadable_names = sorted(name for name, value in read[host].items() if isinstance(value, Unreadable))
+        settings[host], found, aliases[host] = engine_settings(values)
+        problems += [f"host {host}: {problem}; fix it in the inventory (the engine containers' settings: "
+                     "roles/ray_cluster/README.md)" for problem in found]
+        problems += [f"host {host}: {name} cannot be read (its template fails); fix it in the inventory"
+                     for name in unreadable_names]
+    return settings, problems, aliases
 
 
 def input_problems(hostvars, hosts, require_api_key: bool = False, gateways: bool = False) -> list[str]:
@@ -145,6 +169,8 @@ class ActionModule(ActionBase):
         cluster = fleet["clusters"].get(fleet["host_cluster"].get(host, ""), {})
         input_errors = input_problems(task_vars.get("hostvars", {}), cluster.get("members") or [host],
                                       require_api_key=args["require_api_key"], gateways=bool(gateways))
+        engine, engine_errors, engine_aliases = engines(task_vars.get("hostvars", {}), cluster.get("members") or [host])
+        input_errors += engine_errors
         if monitors and not fleet["errors"]:
             heads = [entry["head"] for entry in fleet["clusters"].values()]
             input_errors += check_metrics_key(
@@ -190,6 +216,12 @@ class ActionModule(ActionBase):
         if errors:
             result.update(failed=True, errors=errors, msg=f"{host}: " + " | ".join(errors))
             return result
+        # The node's engine-container settings, resolved once (every backend's containers take them from here).
+        node["engine"] = engine.get(host, dict(ENGINE_DEFAULTS))
+        for alias, name in engine_aliases.get(host, []):
+            display.deprecated(f"{host}: {alias} is deprecated; set {name} instead (the same value; it applies to the "
+                               "engine containers of every backend, Ray's and mp's)",
+                               version=ENGINE_REMOVED_IN, collection_name="dgxspark.vllm")
         # Every node's fabric IP across the fleet (what it published, else the inventory's): a fleet-wide transfer
         # over a switched fabric reaches nodes of other clusters.
         fleet_fact["fabric_ips"] = {h: (published[h] or {}).get("ip") or fleet["nodes"][h]["fabric_ip"] or ""

@@ -17,7 +17,7 @@ description:
 positional: _input
 options:
   _input:
-    description: Container path -> named volume (C(ray_cluster_cache_volumes)); V(null) means the defaults
+    description: Container path -> named volume (C(dgxspark_node.engine.cache_volumes), the inventory's C(dgxspark_engine_cache_volumes)); V(null) means the defaults
       (C(dgxspark-vllm-cache), C(dgxspark-flashinfer-cache), C(dgxspark-triton-cache)).
     type: dict
 """
@@ -27,7 +27,7 @@ EXAMPLES = r"""
   community.docker.docker_volume:
     name: "{{ item }}"
     state: absent
-  loop: "{{ ray_cluster_cache_volumes | default(none) | dgxspark.vllm.node_cache_volumes }}"
+  loop: "{{ dgxspark_node.engine.cache_volumes | dgxspark.vllm.node_cache_volumes }}"
 """
 
 RETURN = r"""

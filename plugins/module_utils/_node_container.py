@@ -115,19 +115,109 @@ def cache_volume_names(cache_volumes: t.Mapping[str, str] | None = None) -> list
     return sorted(set(entry.split(":", 1)[0] for entry in _volumes([], caches)))
 
 
+# The engine containers' settings: one value each for every backend, set in the inventory as dgxspark_engine_<setting>
+# (node_container's keyword). Each was a ray_cluster_<setting> before the mp ranks shared the definition; that name is
+# still read, as a deprecated alias. The fleet action resolves them once per node (dgxspark_node.engine).
+ENGINE_PREFIX = "dgxspark_engine_"
+ENGINE_ALIAS_PREFIX = "ray_cluster_"
+ENGINE_DEFAULTS: dict[str, t.Any] = {
+    "shm_size": DEFAULT_SHM_SIZE,
+    "ulimits": list(DEFAULT_ULIMITS),
+    "capabilities": [],
+    "rdma_devices": DEFAULT_RDMA_DEVICES,
+    "cache_volumes": dict(DEFAULT_CACHE_VOLUMES),
+    "privileged": False,
+    "restart_policy": DEFAULT_RESTART_POLICY,
+    "stop_timeout": DEFAULT_STOP_TIMEOUT,
+}
+ENGINE_REMOVED_IN = "1.0.0"
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def engine_setting(setting: str, value: t.Any) -> t.Any:
+    """VALUE of the engine SETTING, checked as node_container checks it and in its plain type (a bool from its words,
+    an int from its digits, a copy of a list or a mapping). Raises :class:`ContainerError` naming what is wrong."""
+    if setting not in ENGINE_DEFAULTS:
+        raise ContainerError(f"{setting!r} is no engine setting (one of {', '.join(ENGINE_DEFAULTS)})")
+    if setting == "privileged":
+        if isinstance(value, bool):
+            return value
+        if str(value).strip().lower() in _TRUE + _FALSE:
+            return str(value).strip().lower() in _TRUE
+        raise ContainerError(f"is {value!r:.40}, not true or false")
+    if setting == "stop_timeout":
+        if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", str(value).strip()):
+            raise ContainerError(f"is {value!r:.40}, not a whole number of seconds")
+        value = int(str(value).strip())
+    elif setting in ("ulimits", "capabilities"):
+        if isinstance(value, (str, bytes)) or not isinstance(value, t.Sequence):
+            raise ContainerError(f"is {value!r:.60}, not a list")
+        value = [str(item) for item in value]
+    elif setting == "cache_volumes":
+        if not isinstance(value, t.Mapping):
+            raise ContainerError(f"is {value!r:.60}, not a mapping of container path to volume name ({{}} for none)")
+        value = {str(path): str(name) for path, name in value.items()}
+    elif not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise ContainerError(f"is {value!r:.60}, not a string")
+    else:
+        value = str(value)
+    # The one check of the definition, on this setting alone.
+    node_container("check", "check", ["check"], component="ray", role="head", pair="check", **{setting: value})
+    return value
+
+
+def engine_settings(values: t.Mapping[str, t.Any]) -> tuple[dict[str, t.Any], list[str], list[tuple[str, str]]]:
+    """(settings, problems, aliases used) of a node whose variables are VALUES (dgxspark_engine_* and the deprecated
+    ray_cluster_* names, as the inventory or -e sets them; unset ones absent or None).
+
+    Every setting is in the answer: the one given (the neutral name wins over its alias), the Spark default otherwise.
+    A problem names the variable; an alias used is (alias, neutral name)."""
+    settings, problems, aliases = {}, [], []
+    for setting, default in ENGINE_DEFAULTS.items():
+        name, alias = ENGINE_PREFIX + setting, ENGINE_ALIAS_PREFIX + setting
+        given, variable = values.get(name), name
+        if given is None and values.get(alias) is not None:
+            given, variable = values[alias], alias
+            aliases.append((alias, name))
+        if given is None:
+            settings[setting] = default
+            continue
+        try:
+            settings[setting] = engine_setting(setting, given)
+        except ContainerError as exc:
+            problems.append(f"{variable}: {exc}")
+            settings[setting] = default
+    return settings, problems, aliases
+
+
 def node_container(name: str, image: str, command: t.Sequence[str], *, component: str, role: str, pair: str,
                    env: t.Mapping[str, t.Any] | None = None, volumes: t.Sequence[str] | None = None,
                    rdma: bool | None = None, rdma_devices: str | None = None, shm_size: str | None = None,
                    ulimits: t.Sequence[str] | None = None, capabilities: t.Sequence[str] | None = None,
                    privileged: bool | None = None, restart_policy: str | None = None,
                    stop_timeout: int | None = None, cache_volumes: t.Mapping[str, str] | None = None,
-                   gpus: bool | None = None, logs: t.Any = None) -> dict[str, t.Any]:
+                   gpus: bool | None = None, logs: t.Any = None,
+                   engine: t.Mapping[str, t.Any] | None = None) -> dict[str, t.Any]:
     """The options of ``community.docker.docker_container`` for one engine container.
 
     ``None`` means the Spark default. ``rdma`` None: derived from ``env`` (:func:`fabric_has_rdma`). ``logs``: the value
-    of ``dgxspark_container_logs``.
+    of ``dgxspark_container_logs``. ``engine``: the node's engine settings (:func:`engine_settings`, published as
+    ``dgxspark_node.engine``), for every setting its keyword leaves None.
     Raises :class:`ContainerError`.
     """
+    if engine:
+        unknown = sorted(set(engine) - set(ENGINE_DEFAULTS))
+        if unknown:
+            raise ContainerError(f"engine has settings that are no engine settings: {', '.join(map(str, unknown))}")
+        given = {"shm_size": shm_size, "ulimits": ulimits, "capabilities": capabilities, "rdma_devices": rdma_devices,
+                 "cache_volumes": cache_volumes, "privileged": privileged, "restart_policy": restart_policy,
+                 "stop_timeout": stop_timeout}
+        given = {key: engine.get(key) if value is None else value for key, value in given.items()}
+        shm_size, ulimits, capabilities, rdma_devices = (given["shm_size"], given["ulimits"], given["capabilities"],
+                                                         given["rdma_devices"])
+        cache_volumes, privileged, restart_policy, stop_timeout = (given["cache_volumes"], given["privileged"],
+                                                                   given["restart_policy"], given["stop_timeout"])
     if not name or not image:
         raise ContainerError("the container name and the image must not be empty")
     if component not in COMPONENTS or role not in ROLES:

@@ -187,6 +187,11 @@ ansible_facts:
           C(member_rails) (one entry a member in rank order - C(host) and its C(rails), the fabric rails it published, with
           C(interface), C(hca), C(ip), C(prefixlen), C(mtu), C(usable), C(problem); an empty list where not yet known),
           C(head_fabric_ip), C(head_lan_ip) and C(fabric_complete).
+        - C(engine) (added in 0.13.0), the node's engine-container settings for every backend (C(shm_size), C(ulimits),
+          C(capabilities), C(rdma_devices), C(cache_volumes), C(privileged), C(restart_policy), C(stop_timeout)), from
+          the inventory's C(dgxspark_engine_<setting>), or its deprecated alias C(ray_cluster_<setting>) (a
+          deprecation warning says so), or the Spark default. A value the engine container definition refuses
+          fails the cluster here, naming the host and the variable.
       type: dict
       sample: {cluster: pair1, head: spark-1, members: [spark-1, spark-2], rank: 1, is_head: false, size: 2, gpus: 2,
                topology: direct, fabric_ip: 192.168.100.12,
@@ -195,5 +200,9 @@ ansible_facts:
                         lan_interface: enP7s7},
                member_fabric: [{host: spark-1, rank: 0, ip: 192.168.100.11, lan_ip: 10.0.0.11, interface: enp1s0f1np1},
                                {host: spark-2, rank: 1, ip: 192.168.100.12, lan_ip: 10.0.0.12, interface: enp1s0f1np1}],
-               head_fabric_ip: 192.168.100.11, head_lan_ip: 10.0.0.11, fabric_complete: true}
+               head_fabric_ip: 192.168.100.11, head_lan_ip: 10.0.0.11, fabric_complete: true,
+               engine: {shm_size: 16g, ulimits: [nofile:1048576:1048576, "memlock:-1:-1", stack:67108864:67108864],
+                        capabilities: [], rdma_devices: /dev/infiniband, privileged: false,
+                        cache_volumes: {/root/.cache/vllm: dgxspark-vllm-cache}, restart_policy: unless-stopped,
+                        stop_timeout: 30}}
 """

@@ -111,5 +111,7 @@ def test_worker_that_cannot_reach_the_head_fails_bounded_and_leaves_no_lone_head
     flat = " ".join(proc.stdout.split())
     assert "pair1: the Ray cluster did not come up" in flat, flat[-4000:]
     assert f"nodes missing from the cluster: {node(2)} (fabric IP {fabric_ip(2)})" in flat, flat[-4000:]
+    # What failed is read from the failed result (the wait's), not from the failed task's name.
+    assert "(timed out after 75 s waiting for every node and GPU)" in flat, flat[-4000:]
     assert "Every node of the cluster was torn down." in flat
     assert containers(node(1)) == [] and containers(node(2)) == []

@@ -287,3 +287,28 @@ def test_a_given_tls_certificate_that_cannot_be_served_is_refused_at_the_first_t
     refused = run_on("gw1", hostvars=gateway)
     assert refused["failed"] and "gw1: gateway_tls_certificate and gateway_tls_private_key" in refused["msg"]
     assert "give both" in refused["msg"]
+
+
+def test_every_member_gets_its_engine_settings_resolved_once_and_the_old_name_is_a_deprecated_alias(monkeypatch):
+    said = []
+    monkeypatch.setattr(plugin.display, "deprecated", lambda msg, **kw: said.append((msg, kw)))
+    hostvars = dict(HOSTVARS, s1=dict(HOSTVARS["s1"], dgxspark_engine_shm_size="2g"),
+                    s2=dict(HOSTVARS["s2"], ray_cluster_ulimits=["nofile:20000:20000"]))
+    head = run_on("s1", hostvars=hostvars)
+    assert head["ansible_facts"]["dgxspark_node"]["engine"]["shm_size"] == "2g"
+    assert head["ansible_facts"]["dgxspark_node"]["engine"]["ulimits"] == plugin.ENGINE_DEFAULTS["ulimits"]
+    assert said == []
+    worker = run_on("s2", hostvars=hostvars)
+    assert worker["ansible_facts"]["dgxspark_node"]["engine"]["ulimits"] == ["nofile:20000:20000"]
+    assert said == [("s2: ray_cluster_ulimits is deprecated; set dgxspark_engine_ulimits instead (the same value; it "
+                     "applies to the engine containers of every backend, Ray's and mp's)",
+                     {"version": "1.0.0", "collection_name": "dgxspark.vllm"})]
+
+
+def test_a_bad_engine_setting_fails_every_member_at_the_first_task_naming_host_and_variable():
+    hostvars = dict(HOSTVARS, s2=dict(HOSTVARS["s2"], dgxspark_engine_stop_timeout="soon"))
+    for host in ("s1", "s2"):
+        result = run_on(host, hostvars=hostvars)
+        assert result["failed"], result
+        assert ("host s2: dgxspark_engine_stop_timeout: is 'soon', not a whole number of seconds; fix it in the "
+                "inventory") in result["msg"]

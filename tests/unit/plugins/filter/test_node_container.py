@@ -82,14 +82,57 @@ def test_environment_values_are_strings():
     assert build(env={"A": 1, "B": True, "C": "x"})["env"] == {"A": "1", "B": "1", "C": "x"}
 
 
-def test_ray_cluster_defaults_are_the_definitions_defaults():
-    defaults = yaml.safe_load((ROOT / "roles" / "ray_cluster" / "defaults" / "main.yml").read_text())
-    assert defaults["ray_cluster_ulimits"] == nc.DEFAULT_ULIMITS
-    assert defaults["ray_cluster_cache_volumes"] == nc.DEFAULT_CACHE_VOLUMES
-    assert defaults["ray_cluster_shm_size"] == nc.DEFAULT_SHM_SIZE
-    assert defaults["ray_cluster_restart_policy"] == nc.DEFAULT_RESTART_POLICY
-    assert defaults["ray_cluster_stop_timeout"] == nc.DEFAULT_STOP_TIMEOUT
-    assert defaults["ray_cluster_rdma_devices"] == nc.DEFAULT_RDMA_DEVICES
+def _documented_engine_settings():
+    """The dgxspark_engine_* block of roles/ray_cluster/README.md, as YAML."""
+    text = (ROOT / "roles" / "ray_cluster" / "README.md").read_text()
+    block = next(b.split("```", 1)[0] for b in text.split("```yaml")[1:] if "dgxspark_engine_shm_size" in b)
+    return yaml.safe_load(block)
+
+
+def test_the_documented_engine_settings_are_the_definitions_defaults_and_no_role_defaults_them_again():
+    documented = _documented_engine_settings()
+    assert documented == {nc.ENGINE_PREFIX + key: value for key, value in nc.ENGINE_DEFAULTS.items()}
+    assert nc.ENGINE_DEFAULTS["ulimits"] == nc.DEFAULT_ULIMITS
+    assert nc.ENGINE_DEFAULTS["cache_volumes"] == nc.DEFAULT_CACHE_VOLUMES
+    # The settings are resolved once (the fleet action): no role gives the old names a default of its own, which
+    # would hide the inventory's neutral name.
+    for path in ROOT.glob("roles/*/defaults/main.yml"):
+        defaults = yaml.safe_load(path.read_text()) or {}
+        assert not {nc.ENGINE_ALIAS_PREFIX + key for key in nc.ENGINE_DEFAULTS} & set(defaults), path
+
+
+def test_engine_settings_take_the_neutral_name_then_the_alias_then_the_default():
+    settings, problems, aliases = nc.engine_settings({
+        "dgxspark_engine_shm_size": "4g", "ray_cluster_shm_size": "2g",  # the neutral name wins
+        "ray_cluster_ulimits": ["nofile:20000:20000"],                    # the alias, when alone
+        "dgxspark_engine_privileged": "no", "dgxspark_engine_stop_timeout": "45", "dgxspark_engine_capabilities": None})
+    assert problems == []
+    assert aliases == [("ray_cluster_ulimits", "dgxspark_engine_ulimits")]
+    assert settings == dict(nc.ENGINE_DEFAULTS, shm_size="4g", ulimits=["nofile:20000:20000"], privileged=False,
+                            stop_timeout=45)
+    # Resolved settings make the same container as the keywords did (an upgrade restarts no engine).
+    assert build(engine=settings) == build(shm_size="4g", ulimits=["nofile:20000:20000"], stop_timeout=45)
+    assert build(engine=nc.ENGINE_DEFAULTS) == build()
+    # A keyword given to the filter wins over the node's engine settings.
+    assert build(engine=settings, shm_size="8g")["shm_size"] == "8g"
+
+
+@pytest.mark.parametrize("values,problem", [
+    ({"dgxspark_engine_privileged": "maybe"}, "dgxspark_engine_privileged: is 'maybe', not true or false"),
+    ({"ray_cluster_stop_timeout": "30s"}, "ray_cluster_stop_timeout: is '30s', not a whole number of seconds"),
+    ({"dgxspark_engine_stop_timeout": 0}, "dgxspark_engine_stop_timeout: stop timeout 0 must be positive"),
+    ({"dgxspark_engine_ulimits": "nofile:1:1"}, "dgxspark_engine_ulimits: is 'nofile:1:1', not a list"),
+    ({"dgxspark_engine_ulimits": ["nofiles:1:1"]}, "dgxspark_engine_ulimits: ulimit 'nofiles:1:1' is not NAME:SOFT"),
+    ({"dgxspark_engine_shm_size": "lots"}, "dgxspark_engine_shm_size: shm size 'lots' is not a size"),
+    ({"dgxspark_engine_restart_policy": "sometimes"}, "dgxspark_engine_restart_policy: restart policy 'sometimes'"),
+    ({"dgxspark_engine_rdma_devices": "/srv/ib"}, "dgxspark_engine_rdma_devices: RDMA devices '/srv/ib' must be"),
+    ({"dgxspark_engine_cache_volumes": ["x"]}, "dgxspark_engine_cache_volumes: is ['x'], not a mapping"),
+    ({"dgxspark_engine_cache_volumes": {"/root/.triton": "bad name"}}, "not a Docker volume name"),
+])
+def test_a_bad_engine_setting_is_a_problem_naming_the_variable(values, problem):
+    settings, problems, _aliases = nc.engine_settings(values)
+    assert len(problems) == 1 and problem in problems[0], problems
+    assert set(settings) == set(nc.ENGINE_DEFAULTS)
 
 
 @pytest.mark.parametrize("kw,match", [
@@ -198,5 +241,4 @@ def test_the_cache_volume_names_are_those_every_engine_container_mounts():
     with pytest.raises(AnsibleFilterError, match="mapping"):
         names(["dgxspark-vllm-cache"])
     # The defaults ray_cluster documents are the ones the definition uses.
-    defaults = yaml.safe_load((ROOT / "roles" / "ray_cluster" / "defaults" / "main.yml").read_text())
-    assert names(defaults["ray_cluster_cache_volumes"]) == names(None)
+    assert names(_documented_engine_settings()["dgxspark_engine_cache_volumes"]) == names(None)
