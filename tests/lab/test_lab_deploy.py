@@ -333,7 +333,11 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert "dgxspark.vllm.deploy_state : Compare this node with the record of its cluster's last deploy (one read)" in ran, ran
     assert "dgxspark.vllm.deploy_state : Ask the head of a cluster whose every node is as recorded for a real completion" in ran, ran
     assert any("Read the engine, GPUs, memory, disk and clock" in t for t in ran), ran  # the preflight's checks
-    assert not any(t.startswith(("dgxspark.vllm.model_sync", "dgxspark.vllm.hybrid_image", "dgxspark.vllm.image_sync", "dgxspark.vllm.vllm_serve",
+    # vllm_serve only publishes the settled cluster's result (its settled entry point): no step of serving ran.
+    assert [t for t in ran if t.startswith("dgxspark.vllm.vllm_serve")] == [
+        "dgxspark.vllm.vllm_serve : Publish the role's result for a settled cluster (its recorded release and endpoint, "
+        "with this run's completion)"], ran
+    assert not any(t.startswith(("dgxspark.vllm.model_sync", "dgxspark.vllm.hybrid_image", "dgxspark.vllm.image_sync",
                                  "dgxspark.vllm.ray_cluster", "dgxspark.vllm.watchdog")) for t in ran), ran
     assert not any("Say why a cluster goes through the whole deploy" in t for t in ran), ran
     assert f"{node(1)} goes through the whole deploy" not in second.stdout
@@ -350,11 +354,13 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert "goes through the whole deploy: dgxspark_full_run is set" in " ".join(full.stdout.split())
     assert any("NCCL and RDMA libraries (statically, without running the image) and the engine containers" in t for t in ran), ran
     for step in ("Pause the cluster's watchdog", "Wait for a recovery the watchdog has in flight",
-                 "Make room in unified memory (drop", "Run nvidia-smi -L in a container", "Run the node's container",
+                 "Make room in unified memory (drop", "Run nvidia-smi -L in a container",
                  "Check the serving image has an ssh client", "Run the watchdog"):
         # On a failure: what the engine's plan decided, and why.
         plan = full.stdout[full.stdout.find("Work out every node's Ray container"):][:8000]
         assert not any(step in t for t in ran), (step, plan)
+    # The engine containers' task answered every container as the plan keeps it (engine_container: keep, no call).
+    assert "dgxspark.vllm.ray_cluster : Start the Ray head (left alone when it runs as its spec says)" in ran, ran
     # The checks still ran: the cluster's wait for every node and GPU, and the probe's real completion.
     assert any("Wait until the cluster shows every node and GPU" in t for t in ran), ran
     assert any("Probe readiness (a real completion)" in t for t in ran), ran
