@@ -1278,6 +1278,7 @@ def load_images(images: list[str], nodes: list[str]) -> None:
 
 
 MODELS_DIR = "/srv/dgxspark/models"
+SEED_MTIME = 1767225600  # 2026-01-01T00:00:00Z: the stand-in weights' modification time on every node
 
 
 def seed_models(nodes: list[str]) -> None:
@@ -1291,7 +1292,11 @@ def seed_models(nodes: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for model in ("qwen35", "qwen3moe"):
             make_models.write_model(Path(tmp), model, shard_kb=64)
-        tar = subprocess.run(["tar", "-C", tmp, "-c", "."], stdout=subprocess.PIPE, check=True).stdout
+        # One fixed time for every file: seeding a node that has the weights leaves their sizes and times as they
+        # were, as on a Spark whose weights nobody touched (the deploy record compares both; a reshaped lab is no
+        # reason for a deploy to go through every step).
+        tar = subprocess.run(["tar", "-C", tmp, "--sort=name", f"--mtime=@{SEED_MTIME}", "--owner=0", "--group=0",
+                              "--numeric-owner", "-c", "."], stdout=subprocess.PIPE, check=True).stdout
     for node in nodes:
         dexec(node, "mkdir", "-p", MODELS_DIR)
         dexec(node, "tar", "-C", MODELS_DIR, "-x", input_bytes=tar)
