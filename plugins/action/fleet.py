@@ -16,7 +16,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import (
     unreadable,
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils._node_container import (
-    ENGINE_ALIAS_PREFIX, ENGINE_DEFAULTS, ENGINE_PREFIX, ENGINE_REMOVED_IN, engine_settings)
+    ENGINE_ALIAS_PREFIX, ENGINE_DEFAULTS, ENGINE_PREFIX, engine_settings)
 from ansible_collections.dgxspark.vllm.plugins.plugin_utils._tls import given_problem
 
 display = Display()
@@ -221,7 +221,7 @@ class ActionModule(ActionBase):
         for alias, name in engine_aliases.get(host, []):
             display.deprecated(f"{host}: {alias} is deprecated; set {name} instead (the same value; it applies to the "
                                "engine containers of every backend, Ray's and mp's)",
-                               version=ENGINE_REMOVED_IN, collection_name="dgxspark.vllm")
+                               version="1.0.0", collection_name="dgxspark.vllm")  # ENGINE_REMOVED_IN
         # Every node's fabric IP across the fleet (what it published, else the inventory's): a fleet-wide transfer
         # over a switched fabric reaches nodes of other clusters.
         fleet_fact["fabric_ips"] = {h: (published[h] or {}).get("ip") or fleet["nodes"][h]["fabric_ip"] or ""

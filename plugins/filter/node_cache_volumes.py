@@ -17,8 +17,10 @@ description:
 positional: _input
 options:
   _input:
-    description: Container path -> named volume (C(dgxspark_node.engine.cache_volumes), the inventory's C(dgxspark_engine_cache_volumes)); V(null) means the defaults
-      (C(dgxspark-vllm-cache), C(dgxspark-flashinfer-cache), C(dgxspark-triton-cache)).
+    description:
+      - Container path -> named volume (C(dgxspark_node.engine.cache_volumes), the inventory's
+        C(dgxspark_engine_cache_volumes)); V(null) means the defaults (C(dgxspark-vllm-cache),
+        C(dgxspark-flashinfer-cache), C(dgxspark-triton-cache)).
     type: dict
 """
 
