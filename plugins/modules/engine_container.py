@@ -37,8 +37,12 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
+    details: The container module reports whether it would create, recreate, start or restart the container; nothing
+      is changed and no process is started.
   diff_mode:
     support: full
+    details: The container module's before and after of what differs (the fingerprint label, the command, the
+      environment, a restart), the same in check mode.
   idempotent:
     support: full
   platform:

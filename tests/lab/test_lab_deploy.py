@@ -327,7 +327,8 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     second = deploy(*same)
     assert second.returncode == 0, second.stdout[-5000:]
     changed = [block.split("]", 1)[0] for block in second.stdout.split("\nTASK [")[1:] if "\nchanged: [" in block]
-    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0", changed
+    why = re.findall(r"goes through the whole deploy: [^\n]*(?:\n {8}[^\n]*)*", second.stdout)
+    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0", (changed, why)
     assert head_container() == before  # same container, same start, no restart
     ran = ran_tasks(second)
     assert "dgxspark.vllm.deploy_state : Compare this node with the record of its cluster's last deploy (one read)" in ran, ran
@@ -484,7 +485,8 @@ def test_mp_backend_serves_across_both_nodes_without_ray(deployed):
     second = deploy("-e", "vllm_serve_backend=mp")
     assert second.returncode == 0, second.stdout[-5000:]
     changed = [block.split("]", 1)[0] for block in second.stdout.split("\nTASK [")[1:] if "\nchanged: [" in block]
-    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0", changed
+    why = re.findall(r"goes through the whole deploy: [^\n]*(?:\n {8}[^\n]*)*", second.stdout)
+    assert recap(second, node(1))["changed"] == "0" and recap(second, node(2))["changed"] == "0", (changed, why)
     assert node_exec(node(1), "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "dgxspark-vllm").stdout == before
 
 
