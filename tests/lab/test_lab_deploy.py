@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -517,16 +518,33 @@ def test_per_host_interface_names_cabled_on_different_ports_serve(deployed):
 # regression), never a speed.
 
 BENCHMARK = str(REPO / "playbooks" / "benchmark.yml")
-# 256 output tokens: llama-benchy times a request's decode from its stream's tokens; on a 2-core machine that builds
-# images or runs molecule beside this file, 64 of them arrived in one read (the run then says, rightly, that the
-# decode could not be timed, and advises more tokens: a fresh replica of make test at 203a91d failed so).
-SWEEP = ["-e", "benchmark_concurrency=1,2,4", "-e", "benchmark_prompt_tokens=64", "-e", "benchmark_output_tokens=256",
+SWEEP = ["-e", "benchmark_concurrency=1,2,4", "-e", "benchmark_prompt_tokens=64", "-e", "benchmark_output_tokens=64",
          "-e", "benchmark_runs=1", "-e", "benchmark_step_timeout=120", "-e", "benchmark_timeout=400"]
 
 
+# llama-benchy times a request's decode from its stream's tokens. On a 2-core machine that runs molecule beside this
+# file, a stream's tokens can reach it in one read; the run then says, rightly, that the decode could not be timed
+# (the controller short of CPU). Fresh replicas of make test failed so (203a91d: all three tests below; 6c1205e with
+# 256 tokens: the third). Such a run says nothing of the pipeline these tests check: it is made once more, as an
+# operator would on a loaded controller; any other failure, or the same one twice, fails the test.
+UNTIMED = "could not time their decode"
+
+
 def benchmark(results, *args):
-    return run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), BENCHMARK, "-e", f"benchmark_results_dir={results}",
-                *SWEEP, *args], check=False, env=ansible_env(), timeout=900)
+    argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), BENCHMARK, "-e", f"benchmark_results_dir={results}",
+            *SWEEP, *args]
+    before = {p: p.read_bytes() for p in Path(results).rglob("*") if p.is_file()}
+    proc = run(argv, check=False, env=ansible_env(), timeout=900)
+    if proc.returncode != 0 and UNTIMED in proc.stdout:
+        print(f"benchmark: the controller could not time a decode; run again: {proc.stdout[-600:]}")
+        # The results directory as it was before the untimed run (it writes what it measured).
+        for path in Path(results).rglob("*"):
+            if path.is_file() and path not in before:
+                path.unlink()
+        for path, content in before.items():
+            path.write_bytes(content)
+        proc = run(argv, check=False, env=ansible_env(), timeout=900)
+    return proc
 
 
 @pytest.fixture(scope="module")
@@ -774,6 +792,7 @@ def completion(timeout=5.0, prompt="watchdog test"):
 
 ENGINE_VERSION = """
 import urllib.request
+from pathlib import Path
 print(urllib.request.urlopen("http://127.0.0.1:8000/version", timeout=5).read().decode())
 """
 
