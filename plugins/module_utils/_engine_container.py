@@ -24,7 +24,6 @@ SPEC_KEYS = frozenset((
 REQUIRED = ("name", "image", "command")
 # Labels, environment and volumes are compared whole: a label, a variable or a mount the spec no longer has is a change.
 COMPARISONS = {"labels": "strict", "env": "strict", "volumes": "strict"}
-ACTIONS = ("keep", "create", "recreate", "start", "restart", "update")
 STARTED = frozenset(("create", "recreate", "start", "restart"))
 
 
