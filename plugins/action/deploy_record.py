@@ -26,7 +26,7 @@ RUN_FACTS = frozenset((
     "preflight_docker_sdk_install", "preflight_fabric", "preflight_gpus", "preflight_host_issues",
     "preflight_checkpoint", "preflight_model_fit_result",
     "preflight_memory_available_gb", "preflight_memory_total_gb", "preflight_mtu", "preflight_node",
-    "preflight_rails", "preflight_rdma_required", "preflight_result", "preflight_sdk_node",
+    "preflight_node_info", "preflight_rails", "preflight_rdma_required", "preflight_result", "preflight_sdk_node",
     # What the head's pull did this run (image_pull, before the read): whether it pulled is not an input, and the image
     # it left is compared by ID with the node's record (deploy_state_images).
     "image_pull_result", "image_pull_pulled", "image_pull_found",

@@ -9,6 +9,11 @@ DOCUMENTATION = r"""
 module: engine_containers
 short_description: Read every engine container of the collection on a node, in one call
 version_added: 0.2.0
+deprecated:
+  removed_in: 1.0.0
+  why: M(dgxspark.vllm.node_info) reads what the roles ask of a node as it is, in sections; its engines section is this
+    module's answer.
+  alternative: Use M(dgxspark.vllm.node_info) with O(dgxspark.vllm.node_info#module:engines=true).
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
@@ -16,7 +21,8 @@ description:
     containers of both backends, that is the Ray head and workers and the C(mp) ranks) and reports for each what a
     deploy asks before it changes anything - whether it runs, when it started, the image it was created from, its
     configuration fingerprint label, its restart policy and restart count.
-  - The P(dgxspark.vllm.vllm_serve#role) role runs it once per node before the engine switch. Its answer decides
+  - The P(dgxspark.vllm.vllm_serve#role) role ran it once per node before the engine switch (it now reads
+    M(dgxspark.vllm.node_info)). Its answer decides
     whether any container of the cluster is to be created, recreated or restarted; when none is, the steps that only a
     switch needs (pausing the watchdog, making room in unified memory, proving the GPU in a new container) are left
     out, and the containers are not touched.

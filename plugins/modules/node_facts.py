@@ -82,6 +82,7 @@ options:
     description:
       - Paths whose presence the roles after the preflight ask about (the P(dgxspark.vllm.gateway#role) door's
         configuration, removed on a fleet without gateways only when it is there); each comes back in RV(paths).
+      - Deprecated, and removed in 1.0.0 - use M(dgxspark.vllm.node_info) with O(dgxspark.vllm.node_info#module:paths).
     type: list
     elements: path
     default: []
@@ -90,9 +91,10 @@ options:
     description:
       - Also read the node's transfer trust in this directory, as M(dgxspark.vllm.transfer_trust_info) does (its
         public key and the node's SSH host key; never the private key), and return it in RV(trust). The
-        P(dgxspark.vllm.preflight#role) role reads it here so that P(dgxspark.vllm.node_trust#role) needs no read of
+        P(dgxspark.vllm.preflight#role) role read it here so that P(dgxspark.vllm.node_trust#role) needed no read of
         its own.
       - Unset, the trust is not read.
+      - Deprecated, and removed in 1.0.0 - use M(dgxspark.vllm.node_info) with O(dgxspark.vllm.node_info#module:trust_dir).
     type: path
     version_added: 0.2.0
 seealso:
@@ -147,6 +149,8 @@ running_engines:
     - The names of the running containers whose label C(org.dgxspark.vllm.component) is C(ray) or C(vllm) (the
       collection's engine containers of either backend; empty when the engine does not answer). A running engine holds the GPU, and the
       P(dgxspark.vllm.preflight#role) role proves the GPU in a new container only on a node where none runs.
+    - Deprecated, and removed in 1.0.0 - the preflight reads RV(dgxspark.vllm.node_info#module:engines) of
+      M(dgxspark.vllm.node_info) instead, which needs the Docker SDK it installs first.
   returned: always
   type: list
   elements: str
@@ -359,8 +363,10 @@ def main() -> None:
             "ping_count": {"type": "int", "default": 2},
             "ping_timeout": {"type": "int", "default": 2},
             "ping_interval": {"type": "float", "default": 0.2},
-            "trust_dir": {"type": "path"},
-            "paths": {"type": "list", "elements": "path", "default": []},
+            # Deprecated: node_info reads them (its paths and trust sections).
+            "trust_dir": {"type": "path", "removed_in_version": "1.0.0", "removed_from_collection": "dgxspark.vllm"},
+            "paths": {"type": "list", "elements": "path", "default": [], "removed_in_version": "1.0.0",
+                      "removed_from_collection": "dgxspark.vllm"},
         },
         supports_check_mode=True,
     )

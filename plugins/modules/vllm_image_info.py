@@ -57,8 +57,9 @@ options:
     description:
       - Also read the node's engine containers in the same call, those whose label C(org.dgxspark.vllm.component) is
         one of these values (as M(dgxspark.vllm.engine_containers) does), and return them in RV(engines). The
-        P(dgxspark.vllm.vllm_serve#role) role asks both questions of every node at once this way.
+        P(dgxspark.vllm.vllm_serve#role) role asked both questions of every node at once this way.
       - Unset, no container is read.
+      - Deprecated, and removed in 1.0.0 - use M(dgxspark.vllm.node_info) with O(dgxspark.vllm.node_info#module:engines=true).
     type: list
     elements: str
     version_added: 0.2.0
@@ -547,7 +548,9 @@ def main() -> None:
             "timeout": {"type": "int", "default": 60},
             "missing": {"type": "str", "choices": ["fail", "report"], "default": "fail"},
             "record": {"type": "path"},
-            "engine_components": {"type": "list", "elements": "str"},
+            # Deprecated: node_info reads the engine containers (its engines section).
+            "engine_components": {"type": "list", "elements": "str", "removed_in_version": "1.0.0",
+                                  "removed_from_collection": "dgxspark.vllm"},
         },
         supports_check_mode=True,
     )

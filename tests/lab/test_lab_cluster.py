@@ -141,7 +141,7 @@ def test_four_sparks_serve_tp2_pp2_and_a_rerun_restarts_nothing(cluster4):
     assert [engines(i) for i in range(1, NODES + 1)] == before
 
 
-@pytest.mark.slow  # a worker lost as a cluster forms: test_ray_cluster's and test_lab_fleet's test_b in make test
+@pytest.mark.slow  # a worker lost as a cluster forms: test_ray_cluster's and molecule's faults scenario in make test
 def test_a_worker_killed_while_the_cluster_forms_fails_the_deploy_naming_it_and_leaves_nothing_running(cluster4):
     assert teardown().returncode == 0
     proc = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), DEPLOY, *TP4,

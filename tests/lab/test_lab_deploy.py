@@ -354,7 +354,8 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert head_container() == before
     ran = ran_tasks(full)
     assert "goes through the whole deploy: dgxspark_full_run is set" in " ".join(full.stdout.split())
-    assert any("NCCL and RDMA libraries (statically, without running the image) and the engine containers" in t for t in ran), ran
+    assert any("NCCL and RDMA libraries (statically, without running the image)" in t for t in ran), ran
+    assert any("Read the engine containers of either backend, and the head's watchdog and door" in t for t in ran), ran
     for step in ("Pause the cluster's watchdog", "Wait for a recovery the watchdog has in flight",
                  "Make room in unified memory (drop", "Run nvidia-smi -L in a container",
                  "Check the serving image has an ssh client", "Run the watchdog"):

@@ -720,22 +720,6 @@ def test_a3_a_stalled_pair_is_restarted_by_its_watchdog_while_the_gateway_routes
 AFTER = (NEXT, NEXT)
 
 
-def test_b_a_worker_unreachable_before_deploy_leaves_nothing_on_its_pair(fleet, tmp_path):
-    play(TEARDOWN, "-l", "pair2")
-    # The listener and every connection (sshd-session and sshd-auth since OpenSSH 9.8: the nodes' Debian 13 has 10.0).
-    node_exec(node(4), "pkill", "-x", "sshd|sshd-session|sshd-auth")
-    try:
-        with Canary(["pair1"]) as canary:
-            proc = play(DEPLOY, inventory_extra=images_file(tmp_path, *AFTER), timeout=900)
-        counts = canary.report("a deploy with spark-4 unreachable")
-    finally:
-        node_exec(node(4), "/usr/sbin/sshd", "-E", "/var/log/sshd.log")
-    assert proc.returncode != 0
-    assert f"{node(4)}" in flat(proc) and "UNREACHABLE" in proc.stdout
-    assert not [c for c in containers(3) if c.startswith("dgxspark-")], containers(3)
-    assert counts["pair1"][3] == 0 and counts["pair1"][1] > 0
-
-
 @pytest.mark.slow  # a worker that cannot reach its head fails bounded: test_ray_cluster in make test
 def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fleet, tmp_path):
     play(TEARDOWN, "-l", "pair2")
@@ -770,7 +754,7 @@ def test_d_fabric_cut_during_startup_fails_bounded_and_leaves_nothing_running(fl
 
 @pytest.mark.slow  # a restart without Ansible: test_lab_deploy's watchdog tests in make test; a rerun's changes: test_lab_deploy's
 def test_c_a_killed_serving_container_is_restored_by_a_rerun(fleet, tmp_path):
-    """After test_b (and test_d when slow tests run): pair2 torn down, so its deploy here starts from zero. Then
+    """After test_d (a slow test too): pair2 torn down, so its deploy here starts from zero. Then
     pair1's head container killed (its watchdog may restart the cluster first: the rerun waits for that recovery and
     leaves what it started running)."""
     images = images_file(tmp_path, *AFTER)

@@ -98,7 +98,7 @@ def test_wrong_fabric_interface_on_the_worker_is_named(ray_lab, tmp_path):
     assert f"{node(2)}: the fabric interface eth0 has {mgmt_ip(2)}, but the inventory says dgxspark_fabric_ip={fabric_ip(2)}" in flat
 
 
-@pytest.mark.slow  # nothing left on a pair whose worker is lost: test_lab_fleet's test_b in make test; make lab-test
+@pytest.mark.slow  # nothing left on a pair whose worker is lost: molecule's faults scenario in make test; make lab-test
 def test_worker_that_cannot_reach_the_head_fails_bounded_and_leaves_no_lone_head(ray_lab):
     ray_play("-e", "ray_cluster_state=absent")
     rule = ["OUTPUT", "-d", fabric_ip(1), "-p", "tcp", "--dport", "6379", "-j", "REJECT"]
