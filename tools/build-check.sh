@@ -156,6 +156,7 @@ wanted() {  # name: true when no --only was given or NAME is one of them (full o
     done
     return 1
 }
+DEPRECATION_HINT="[WARNING]: Deprecation warnings can be disabled by setting \`deprecation_warnings=False\` in ansible.cfg."
 render() {  # type name
     local type="$1" name="$2" rc=0 problems=() key
     wanted "$name" || return 0
@@ -164,7 +165,8 @@ render() {  # type name
     # A plugin the collection deprecates (meta/runtime.yml) is announced as deprecated when its page is shown, with
     # Ansible's hint on how to silence such warnings: that hint is expected there, and only there.
     if grep -Fq "[DEPRECATION WARNING]: $name has been deprecated." "$TMP/page.err"; then
-        sed -i '/^\[WARNING\]: Deprecation warnings can be disabled by setting `deprecation_warnings=False` in ansible.cfg\.$/d' "$TMP/page.err"
+        grep -vxF -- "$DEPRECATION_HINT" "$TMP/page.err" >"$TMP/page.err.kept" || true
+        mv "$TMP/page.err.kept" "$TMP/page.err"
     fi
     [ "$rc" = 0 ] || problems+=("ansible-doc exited $rc")
     # the page's header: "> MODULE dgxspark.vllm.image_sync (path)", "> ROLE: dgxspark.vllm.preflight (path)"
