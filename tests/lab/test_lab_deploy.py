@@ -536,7 +536,12 @@ def benchmark(results, *args):
             *SWEEP, *args]
     before = {p: p.read_bytes() for p in Path(results).rglob("*") if p.is_file()}
     proc = run(argv, check=False, env=ansible_env(), timeout=900)
-    if proc.returncode != 0 and UNTIMED in proc.stdout:
+    # The stand-in's decode is unpaced (about 20 tokens at once): on a loaded controller llama-benchy may read a whole
+    # stream at once and rightly not time it. Such a run is made again, up to twice (one rerun failed the same way in
+    # the fresh replica of 0827079); any other failure, or a third untimed run, fails the test.
+    for _again in range(2):
+        if proc.returncode == 0 or UNTIMED not in proc.stdout:
+            break
         print(f"benchmark: the controller could not time a decode; run again: {proc.stdout[-600:]}")
         # The results directory as it was before the untimed run (it writes what it measured).
         for path in Path(results).rglob("*"):
