@@ -16,7 +16,7 @@ author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
   - Runs on the controller, for each member of a cluster, after every member published its engine container's spec,
-    the container as it runs (M(dgxspark.vllm.engine_containers)' entry) and its own ID of the serving image.
+    the container as it runs (its entry in RV(dgxspark.vllm.node_info#module:engines)) and its own ID of the serving image.
   - Returns the cluster's fingerprint (one value for every member, carried by each container's
     C(org.dgxspark.vllm.config) label, so that a change anywhere restarts the whole cluster), whether each member
     already runs as its spec says, and whether the cluster is switched.

@@ -18,4 +18,4 @@ def test_the_mp_backend_includes_no_ray_task_and_reads_no_ray_setting():
     # A place of the layout registry may carry the role's name (the launcher's directory); a variable may not.
     variables = set(re.findall(r"(?<!['\w])ray_cluster_\w+", text))
     assert variables == set(), variables
-    assert "engine=dgxspark_node.engine" in text
+    assert 'engine: "{{ dgxspark_node.engine }}"' in text  # the neutral engine settings, read by engine_spec
