@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import typing as t
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _node_container
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _layout, _node_container
 
 BACKENDS = ("ray", "mp")
 LAUNCHER_FILE = "dgxspark-launch"
-RAY_TOKEN = "/etc/dgxspark/ray/auth_token"  # where the launcher reads the cluster's Ray token in the container
-SERVE_ENV = "/etc/dgxspark/vllm/serve.env"  # where it reads the serving environment (the API key) on the head
+RAY_TOKEN = _layout.IN_CONTAINER["engine_ray_token"]  # where the launcher reads the cluster's Ray token in the container
+SERVE_ENV = _layout.IN_CONTAINER["engine_serve_env"]  # where it reads the serving environment (the API key) on the head
 MODELS = "/models"
 
 
@@ -53,7 +53,7 @@ def launcher_bind(launcher_dir: str) -> str:
 def ray_stop_grace(stop_timeout: t.Any) -> int:
     """The launcher's own stop grace: half of what Docker gives the container after its first 5 s, so that the
     launcher stops Ray (and vLLM under it) before Docker's SIGKILL."""
-    return (_count(stop_timeout, "the engine's stop_timeout", 1) - 5) // 2
+    return (_count(stop_timeout, "the engine's stop_timeout", _node_container.MIN_STOP_TIMEOUT) - 5) // 2
 
 
 def ray_command(role: str, *, node_ip: str, port: t.Any, gpus: t.Any, stop_timeout: t.Any, object_store_bytes: t.Any,

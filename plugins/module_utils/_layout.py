@@ -44,6 +44,13 @@ CONTAINERS = {
 
 LAYOUT = {**PATHS, **CONTAINERS}
 
+# Where an engine container finds what the roles bind into it: fixed places inside the container, which no variable
+# moves (the node's side is the owning role's config directory). The launcher reads them there.
+IN_CONTAINER = {
+    "engine_serve_env": "/etc/dgxspark/vllm/serve.env",  # the serving environment (the API key), on the head
+    "engine_ray_token": "/etc/dgxspark/ray/auth_token",  # the cluster's Ray token
+}
+
 # The trees the collection's own directories and files lie in. The node exporter's textfile directory and root's
 # authorized_keys are shared with the system: the collection writes one file (one line) of its own there.
 TREES = ("/etc/dgxspark", "/var/lib/dgxspark", "/srv/dgxspark", "/opt/dgxspark", "/var/tmp/dgxspark-hybrid")
@@ -70,9 +77,13 @@ class LayoutError(KeyError):
 
 
 def place(name: str, given=None) -> str:
-    """NAME's place: GIVEN (the inventory's value) when it is set, else the registry's."""
+    """NAME's place: GIVEN (the inventory's value) when it is set, else the registry's; an IN_CONTAINER place is
+    fixed (GIVEN is ignored)."""
+    if name in IN_CONTAINER:
+        return IN_CONTAINER[name]
     if name not in LAYOUT:
-        raise LayoutError(f"{name!r} is not in the collection's layout (it holds {', '.join(sorted(LAYOUT))})")
+        raise LayoutError(f"{name!r} is not in the collection's layout (it holds "
+                          f"{', '.join(sorted([*LAYOUT, *IN_CONTAINER]))})")
     return str(given) if given not in (None, "") else LAYOUT[name]
 
 

@@ -40,6 +40,9 @@ DEFAULT_ULIMITS = ["nofile:1048576:1048576", "memlock:-1:-1", "stack:67108864:67
 DEFAULT_RDMA_DEVICES = "/dev/infiniband"
 DEFAULT_RESTART_POLICY = "unless-stopped"
 DEFAULT_STOP_TIMEOUT = 30
+# The launcher stops Ray (and vLLM under it) within half of what Docker gives the container after its first 5 s
+# (_engine_spec.ray_stop_grace): below 7 s that grace would be under one second (negative below 5 s).
+MIN_STOP_TIMEOUT = 7
 # Every capability is dropped; the container gets back only these (plus IPC_LOCK with RDMA and the extra ones).
 CAP_DROP = ["ALL"]
 DEFAULT_CACHE_VOLUMES = {
@@ -241,8 +244,9 @@ def node_container(name: str, image: str, command: t.Sequence[str], *, component
     if policy not in RESTART_POLICIES:
         raise ContainerError(f"restart policy {policy!r} is not one of {', '.join(RESTART_POLICIES)}")
     timeout = DEFAULT_STOP_TIMEOUT if stop_timeout in (None, "") else int(stop_timeout)
-    if timeout <= 0:
-        raise ContainerError(f"stop timeout {timeout} must be positive")
+    if timeout < MIN_STOP_TIMEOUT:
+        raise ContainerError(f"stop timeout {timeout} is under {MIN_STOP_TIMEOUT} s: the launcher needs 5 s and a grace "
+                             "of at least one second to stop Ray and vLLM before Docker kills them")
     devices_path = DEFAULT_RDMA_DEVICES if rdma_devices in (None, "") else str(rdma_devices)
     if not devices_path.startswith("/dev/"):
         raise ContainerError(f"RDMA devices {devices_path!r} must be a path under /dev")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -428,6 +429,26 @@ def collection_as_it_was(tmp_path, commit=AS_IT_WAS):
 
 def node_exec(node, *argv, check=True, input_text=None):
     return run(["docker", "exec", "-i", node, *argv], check=check, input_text=input_text)
+
+
+def node_run(node, *run_args, check=True):
+    """`docker run RUN_ARGS` on NODE's engine, its output read from the container's log once it has exited.
+
+    An attached `docker run` of a short-lived container can come back with its exit code and none of its output
+    (moby/moby#27289: `docker exec` output sometimes missing): it failed test_lab.py in CI with rc 0 and an empty
+    stdout. The log the daemon keeps of the exited container has all of it, stdout and stderr apart.
+    """
+    name = f"labkit-run-{uuid.uuid4().hex[:12]}"
+    node_exec(node, "docker", "run", "--detach", "--name", name, *run_args)
+    try:
+        code = int(node_exec(node, "docker", "wait", name).stdout.strip())
+        logs = node_exec(node, "docker", "logs", name)
+    finally:
+        node_exec(node, "docker", "rm", "--force", name, check=False)
+    proc = subprocess.CompletedProcess(["docker", "run", *run_args], code, logs.stdout, logs.stderr)
+    if check and code != 0:
+        raise AssertionError(f"{node}: docker run {' '.join(run_args)}: exit {code}\n{logs.stdout}{logs.stderr}")
+    return proc
 
 
 def engine_key(host):

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from labkit import (BIN, FABRIC_IFNAMES, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, fabric2_ip, fabric_if,
-                    fabric_ip, mgmt_ip, node, node_exec, run)
+                    fabric_ip, mgmt_ip, node, node_exec, node_run, run)
 
 
 # The preflight stage of deploy_qwen35.yml, alone (the whole deployment is tested in test_lab_deploy.py).
@@ -46,9 +46,9 @@ def test_each_node_runs_its_own_engine_with_host_networking(lab, index):
     info = json.loads(node_exec(name, "docker", "info", "--format", "{{json .}}").stdout)
     assert info["Name"] == name
     fabric = lab["_meta"]["hostvars"][name]
-    proc = node_exec(name, "docker", "run", "--rm", "--network", "host", "dgxspark-lab/tiny:latest",
-                     "ip", "-o", "-4", "addr", "show", fabric["dgxspark_fabric_interface"])
-    assert f"inet {fabric['dgxspark_fabric_ip']}/28" in proc.stdout
+    proc = node_run(name, "--network", "host", "dgxspark-lab/tiny:latest",
+                    "ip", "-o", "-4", "addr", "show", fabric["dgxspark_fabric_interface"])
+    assert f"inet {fabric['dgxspark_fabric_ip']}/28" in proc.stdout, proc
 
 
 @pytest.mark.parametrize("index", [1, 2])

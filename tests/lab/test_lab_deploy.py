@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import ssl
 import sys
 import tempfile
@@ -534,7 +535,10 @@ UNTIMED = "could not time their decode"
 def benchmark(results, *args):
     argv = [str(BIN / "ansible-playbook"), "-i", str(INVENTORY), BENCHMARK, "-e", f"benchmark_results_dir={results}",
             *SWEEP, *args]
-    before = {p: p.read_bytes() for p in Path(results).rglob("*") if p.is_file()}
+    # The results directory as it is before the run, links as links (latest.json is a link to the newest run: read
+    # through, restoring it wrote the old document into the untimed run's file, which the next run then compared with).
+    before = Path(tempfile.mkdtemp(prefix="benchmark-before-"))
+    shutil.copytree(results, before / "results", symlinks=True)
     proc = run(argv, check=False, env=ansible_env(), timeout=900)
     # The stand-in's decode is unpaced (about 20 tokens at once): on a loaded controller llama-benchy may read a whole
     # stream at once and rightly not time it. Such a run is made again, up to twice (one rerun failed the same way in
@@ -544,12 +548,10 @@ def benchmark(results, *args):
             break
         print(f"benchmark: the controller could not time a decode; run again: {proc.stdout[-600:]}")
         # The results directory as it was before the untimed run (it writes what it measured).
-        for path in Path(results).rglob("*"):
-            if path.is_file() and path not in before:
-                path.unlink()
-        for path, content in before.items():
-            path.write_bytes(content)
+        shutil.rmtree(results)
+        shutil.copytree(before / "results", results, symlinks=True)
         proc = run(argv, check=False, env=ansible_env(), timeout=900)
+    shutil.rmtree(before)
     return proc
 
 

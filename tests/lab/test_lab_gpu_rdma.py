@@ -16,7 +16,8 @@ import subprocess
 import pytest
 import yaml
 
-from labkit import AS_IT_WAS, BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, fabric_ip, node, node_exec, parse_adhoc, run
+from labkit import (AS_IT_WAS, BIN, INVENTORY, LAB, REPO, ansible_env, fabric_if, fabric_ip, node, node_exec, node_run,
+                    parse_adhoc, run)
 
 TINY = "dgxspark-lab/tiny:latest"
 ENGINE = "lab/vllm-qwen35:0.17"
@@ -64,11 +65,11 @@ def test_node_gives_the_gpu_only_to_containers_that_ask_for_it_as_docker_does_on
     # nvidia-smi on the node itself, as on a Spark.
     assert node_exec(node(1), "nvidia-smi", "-L").stdout.startswith("GPU 0: NVIDIA GB10")
     # Docker registered its nvidia device driver (the hook is on dockerd's PATH).
-    plain = node_exec(node(1), "docker", "run", "--rm", TINY, "sh", "-c",
-                      "ls /dev; ls /usr/bin/nvidia-smi /sys/class/infiniband 2>&1; true").stdout
+    plain = node_run(node(1), TINY, "sh", "-c",
+                     "ls /dev; ls /usr/bin/nvidia-smi /sys/class/infiniband 2>&1; true").stdout
     assert "nvidia0" not in plain and "nvidiactl" not in plain and "No such file" in plain
-    gpu = node_exec(node(1), "docker", "run", "--rm", "--gpus", "all", TINY, "sh", "-c",
-                    "ls /dev /run/dgxspark-lab; ls -l /usr/bin/nvidia-smi; grep -c nvidia-smi /proc/self/mountinfo").stdout
+    gpu = node_run(node(1), "--gpus", "all", TINY, "sh", "-c",
+                   "ls /dev /run/dgxspark-lab; ls -l /usr/bin/nvidia-smi; grep -c nvidia-smi /proc/self/mountinfo").stdout
     assert "nvidia0" in gpu and "nvidiactl" in gpu and "gpu" in gpu and "/usr/bin/nvidia-smi" in gpu
     # A broken driver stops the start as NVIDIA's hook does.
     node_exec(node(1), "touch", "/etc/dgxspark-lab/no-driver")
@@ -90,11 +91,11 @@ def test_spark_roce_tree_for_rdma_facts_and_verbs_devices_only_for_containers_gi
     a, b, c, d = (int(x) for x in fabric_ip(1).split("."))
     assert gid == f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
     assert set(node_exec(node(1), "ls", "/dev/infiniband").stdout.split()) == {"uverbs0", "uverbs1", "uverbs2", "uverbs3", "rdma_cm"}
-    without = node_exec(node(1), "docker", "run", "--rm", "--gpus", "all", TINY, "sh", "-c",
-                        "ls /sys/class/infiniband; ls /dev/infiniband 2>&1; true").stdout
+    without = node_run(node(1), "--gpus", "all", TINY, "sh", "-c",
+                       "ls /sys/class/infiniband; ls /dev/infiniband 2>&1; true").stdout
     assert "rocep1s0f1" in without and "No such file" in without
-    given = node_exec(node(1), "docker", "run", "--rm", "--gpus", "all", "--device", "/dev/infiniband:/dev/infiniband:rwm",
-                      TINY, "ls", "/dev/infiniband").stdout.split()
+    given = node_run(node(1), "--gpus", "all", "--device", "/dev/infiniband:/dev/infiniband:rwm",
+                     TINY, "ls", "/dev/infiniband").stdout.split()
     assert set(given) == {"uverbs0", "uverbs1", "uverbs2", "uverbs3", "rdma_cm"}
 
 

@@ -120,7 +120,9 @@ def test_engine_settings_take_the_neutral_name_then_the_alias_then_the_default()
 @pytest.mark.parametrize("values,problem", [
     ({"dgxspark_engine_privileged": "maybe"}, "dgxspark_engine_privileged: is 'maybe', not true or false"),
     ({"ray_cluster_stop_timeout": "30s"}, "ray_cluster_stop_timeout: is '30s', not a whole number of seconds"),
-    ({"dgxspark_engine_stop_timeout": 0}, "dgxspark_engine_stop_timeout: stop timeout 0 must be positive"),
+    ({"dgxspark_engine_stop_timeout": 0}, "dgxspark_engine_stop_timeout: stop timeout 0 is under 7 s"),
+    # Below 7 s the launcher's grace to stop Ray was under a second (negative below 5 s: `ray start --stop-timeout -1`).
+    ({"dgxspark_engine_stop_timeout": 4}, "dgxspark_engine_stop_timeout: stop timeout 4 is under 7 s"),
     ({"dgxspark_engine_ulimits": "nofile:1:1"}, "dgxspark_engine_ulimits: is 'nofile:1:1', not a list"),
     ({"dgxspark_engine_ulimits": ["nofiles:1:1"]}, "dgxspark_engine_ulimits: ulimit 'nofiles:1:1' is not NAME:SOFT"),
     ({"dgxspark_engine_shm_size": "lots"}, "dgxspark_engine_shm_size: shm size 'lots' is not a size"),

@@ -16,7 +16,7 @@ import yaml
 from ansible.errors import AnsibleLookupError
 
 from ansible_collections.dgxspark.vllm.plugins.lookup.layout import LookupModule
-from ansible_collections.dgxspark.vllm.plugins.module_utils._layout import LAYOUT, in_trees
+from ansible_collections.dgxspark.vllm.plugins.module_utils._layout import IN_CONTAINER, LAYOUT, in_trees
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 ROLE_DEFAULTS = {path.parts[-3]: yaml.safe_load(path.read_text()) or {}
@@ -41,6 +41,23 @@ def test_the_inventorys_value_first_the_registrys_otherwise():
     assert lookup(["vllm_serve_config_dir"], {"vllm_serve_config_dir": "{{ base }}/vllm"}) == ["/srv/x/vllm"]
     with pytest.raises(AnsibleLookupError, match="'vllm_config' is not in the collection's layout"):
         lookup(["vllm_config"])
+
+
+def test_a_place_inside_the_engine_container_is_fixed_and_written_once():
+    """The serving environment and the Ray token sit at fixed places in the engine container: the layout answers them
+    (an inventory value of the same name moves nothing), the engine spec binds there, and the engine's roles do not
+    write them again (the watchdog's container mounts the node's config directory at a place of its own)."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import _engine_spec
+
+    assert lookup(["engine_serve_env", "engine_ray_token"], {"engine_serve_env": "/elsewhere"}) == [
+        "/etc/dgxspark/vllm/serve.env", "/etc/dgxspark/ray/auth_token"]
+    assert (_engine_spec.SERVE_ENV, _engine_spec.RAY_TOKEN) == (IN_CONTAINER["engine_serve_env"],
+                                                                IN_CONTAINER["engine_ray_token"])
+    engine_roles = [*REPO.glob("roles/ray_cluster/*/*.yml"), *REPO.glob("roles/vllm_serve/*/*.yml")]
+    written = [f"{path.relative_to(REPO)}:{number}" for path in sorted(engine_roles)
+               for number, line in enumerate(path.read_text().splitlines(), 1)
+               for place in IN_CONTAINER.values() if place in line]
+    assert written == [], written
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUT))

@@ -83,7 +83,8 @@ def test_an_mp_rank_is_the_spec_the_roles_built_before():
 @pytest.mark.parametrize(("backend", "changes", "needle"), [
     ("ray", {"gpus": 0}, "gpus must be a whole number of at least 1"),
     ("ray", {"port": "http"}, "port must be a whole number"),
-    ("ray", {"stop_timeout": 0}, "stop_timeout must be a whole number of at least 1"),
+    ("ray", {"stop_timeout": 0}, "stop_timeout must be a whole number of at least 7"),
+    ("ray", {"stop_timeout": 6}, "stop_timeout must be a whole number of at least 7"),
     ("ray", {"node_ip": ""}, "node_ip must be a non-empty string"),
     ("ray", {"bogus": 1}, "ray: "),
     ("ray", {"token_auth": True, "config_dir": ""}, "config_dir must be a non-empty string"),
