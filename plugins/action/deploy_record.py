@@ -29,7 +29,7 @@ RUN_FACTS = frozenset((
     "preflight_node_info", "preflight_rails", "preflight_rdma_required", "preflight_result", "preflight_sdk_node",
     # What the head's pull did this run (image_pull, before the read): whether it pulled is not an input, and the image
     # it left is compared by ID with the node's record (deploy_state_images).
-    "image_pull_result", "image_pull_pulled", "image_pull_found",
+    "image_pull_result",
     # Not an input: it sends every cluster through the whole deploy, whose record is the same.
     "dgxspark_full_run",
     # rollout.yml's look for each head's engine key (before the read; a deploy has none): not an input.

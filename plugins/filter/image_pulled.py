@@ -8,6 +8,11 @@ DOCUMENTATION = r"""
 name: image_pulled
 short_description: The image a node pulled, by ID and by the registry's digest
 version_added: 0.3.0
+deprecated:
+  why: The action M(dgxspark.vllm.source_image) pulls the image and returns this record in one step; no role or
+    playbook of the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The action M(dgxspark.vllm.source_image) (its RV(dgxspark.vllm.source_image#module:image)).
 author:
 - dgxspark.vllm maintainers
 description:
@@ -58,11 +63,16 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _image_pull
 
 
 def image_pulled(image, reference="", policy="missing", changed=False, host=""):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.image_pulled filter is deprecated: use the dgxspark.vllm.source_image "
+                         "action, which pulls the image and returns this record in one step", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     try:
         return _image_pull.pulled(image, reference, policy=policy, changed=bool(changed), host=host or "")
     except _image_pull.PullError as exc:

@@ -14,9 +14,9 @@ description:
     the collection's otherwise.
   - The one place those defaults are written (C(module_utils/_layout.py)); the role that owns a variable keeps the same
     value in its defaults. A role or playbook that reads another role's place asks here.
-  - Two terms name fixed places inside an engine container, which no variable moves (version 0.16.0):
-    C(engine_serve_env), where the head's launcher reads the serving environment, and C(engine_ray_token), where
-    the launcher reads the cluster's Ray token.
+  - Two terms name fixed places inside an engine container, which no variable moves - C(engine_serve_env), where the
+    head's launcher reads the serving environment, and C(engine_ray_token), where the launcher reads the cluster's
+    Ray token (both since version 0.16.0).
   - An unknown term fails, naming the ones the layout holds.
 options:
   _terms:

@@ -114,7 +114,8 @@ def test_what_the_heads_pull_did_this_run_is_not_an_input():
         for inner in [task, *task.get("block", []), *task.get("rescue", [])]:
             names.update([inner["register"]] if "register" in inner else [])
             names.update(inner.get("ansible.builtin.set_fact", {}))
-    assert names == {"image_pull_pulled", "image_pull_found", "image_pull_result"}
+            names.update([inner["dgxspark.vllm.source_image"]["publish"]] if "dgxspark.vllm.source_image" in inner else [])
+    assert names == {"image_pull_result"}
     pulled = {"image_pull_result": {"image": "r/x:1", "id": "sha256:" + "a" * 64, "pulled": True}}
     assert digest(hostvars(s1=pulled)) == digest(hostvars(s1=dict(pulled, image_pull_result={"pulled": False})))
 
