@@ -12,8 +12,8 @@ author:
 - dgxspark.vllm maintainers
 description:
 - Returns the lines C(playbooks/status.yml) shows for a cluster. The first is the cluster's name, a colon and a
-  summary; the engine the head serves (from its release record and containers, see P(dgxspark.vllm.status_engine#filter)), its
-  C(/health) code, the sum of C(vllm:generation_tokens_total) in its C(/metrics), what is wrong (an unhealthy
+  summary; the engine the head serves (from its release record and containers, as M(dgxspark.vllm.status_info) finds
+  it), its C(/health) code, the sum of C(vllm:generation_tokens_total) in its C(/metrics), what is wrong (an unhealthy
   engine, or Ray short of nodes), and the Ray cluster (nodes alive of the cluster's size, their addresses, GPUs,
   dead nodes, Ray version) or why it is not running; a release served with the C(mp) backend says it runs without Ray.
 - Then one row per member, in order, with its containers' names and states.
@@ -33,7 +33,8 @@ options:
     type: str
     required: true
   containers:
-    description: Each member's containers (M(community.docker.docker_host_info)'s C(containers)), in the order of the members.
+    description: Each member's containers (M(dgxspark.vllm.status_info)'s or M(community.docker.docker_host_info)'s
+      C(containers)), in the order of the members.
     type: list
     elements: list
     required: true
@@ -44,7 +45,7 @@ options:
     description: The status code of the engine's C(/health) (-1 or none when it did not answer).
     type: int
   metrics:
-    description: The text of the engine's C(/metrics).
+    description: The text of the engine's C(/metrics), or the counter lines M(dgxspark.vllm.status_info) returns.
     type: str
   ray:
     description: The head's M(dgxspark.vllm.ray_cluster_info) result; empty when the head was not reached.
@@ -74,13 +75,14 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: >-
       {{ item.value.hosts | dgxspark.vllm.cluster_status(cluster=item.key, head=item.value.head,
-         containers=item.value.hosts | map('extract', hostvars, ['status_host', 'containers']) | map('default', []) | list,
-         release=hostvars[item.value.head].status_release_raw | default({}),
-         health=hostvars[item.value.head].status_health.status | default(-1),
-         metrics=hostvars[item.value.head].status_metrics.content | default(''),
+         containers=item.value.hosts | map('extract', hostvars, ['status_node', 'containers']) | map('default', []) | list,
+         release=hostvars[item.value.head].status_node.release | default({}),
+         health=hostvars[item.value.head].status_node.health | default(-1),
+         metrics=hostvars[item.value.head].status_node.metrics | default(''),
          ray=hostvars[item.value.head].status_ray | default({}),
-         head_in_play=item.value.head in ansible_play_hosts) }}
-  loop: "{{ status_fleet.pairs | dict2items }}"
+         head_in_play=item.value.head in ansible_play_hosts,
+         watchdog=hostvars[item.value.head].status_node.watchdog | default({})) }}
+  loop: "{{ dgxspark_fleet.clusters | dict2items }}"
   run_once: true
 """
 

@@ -8,6 +8,11 @@ DOCUMENTATION = r"""
 name: status_engine
 short_description: The URL and model of the engine a cluster's head serves
 version_added: 0.2.0
+deprecated:
+  why: The module M(dgxspark.vllm.status_info) reads the head's release, finds its engine and asks it in one call; no
+    playbook of the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The module M(dgxspark.vllm.status_info) (its RV(dgxspark.vllm.status_info#module:engine)).
 author:
 - dgxspark.vllm maintainers
 description:
@@ -52,12 +57,17 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _status
 
 
 def status_engine(release, containers=None, ray_head_container=_status.RAY_HEAD_CONTAINER,
                   mp_container=_status.MP_CONTAINER):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.status_engine filter is deprecated: use the dgxspark.vllm.status_info "
+                         "module, which reads the head's release and asks its engine in one call", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     if containers is not None and not isinstance(containers, (list, tuple)):
         raise AnsibleFilterError(f"status_engine: containers must be a list (docker_host_info's containers), is {containers!r}")
     try:

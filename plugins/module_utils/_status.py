@@ -2,10 +2,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The status of a cluster, as playbooks/status.yml shows it: one line for the cluster, one row per member.
 
-Pure Python over what the playbook registered: each member's ``docker_host_info`` containers, and on the head the
-release record (``release.json``, as ``slurp`` returned it or parsed), the engine's ``/health`` status code, its
-``/metrics`` text and the ``ray_cluster_info`` result. No Ansible imports: plugins/filter/status_engine.py and
-cluster_status.py wrap it.
+:func:`node_status` is what dgxspark.vllm.status_info reads on a node in one call: the collection's containers
+(as ``docker_host_info`` lists them), and on a head the release record (``release.json``), the watchdog's state, and
+the engine's ``/health`` status code and token counter. The rest is pure Python over those answers and the
+``ray_cluster_info`` result. No Ansible imports: plugins/modules/status_info.py and plugins/filter/cluster_status.py
+wrap it.
 """
 
 from __future__ import annotations
@@ -13,17 +14,25 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import re
 import time
 import typing as t
+import urllib.error
+import urllib.request
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._release import ReleaseError, engine_url
 
 RAY_HEAD_CONTAINER = "dgxspark-ray-head"
 MP_CONTAINER = "dgxspark-vllm"
 HEAD_UNREACHABLE = "head unreachable"
+# The label every container of the collection carries (its component).
+LABEL = "org.dgxspark.vllm.component"
 # vLLM's counter of generated tokens, one sample per label set (model, engine).
 _TOKENS = re.compile(r"(?m)^vllm:generation_tokens_total(?:\{[^}]*\})? ([0-9.e+]+)$")
+_TOKEN_LINES = re.compile(r"(?m)^vllm:generation_tokens_total(?:\{[^}]*\})? [0-9.e+]+$")
+# What a record file larger than this holds is not the collection's (release.json and state.json are a few KiB).
+_RECORD_MAX = 1 << 20
 
 
 class StatusError(ValueError):
@@ -76,6 +85,67 @@ def engine(release: t.Any, containers: t.Any, *, ray_head_container: str = RAY_H
         return {}
     endpoint = re.sub(r"/v1$", "", str((record.get("endpoint") or {}).get("url") or "")) or url
     return {"url": url, "endpoint": endpoint, "model": str(record.get("served_model_name") or "")}
+
+
+def read_record(path: str) -> tuple[dict[str, t.Any], str]:
+    """(the JSON object in PATH, a problem): ({}, "") when the file is not there (the cluster never served, or has
+    no watchdog); ({}, why) when it cannot be read or holds no JSON object."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_RECORD_MAX + 1)
+    except FileNotFoundError:
+        return {}, ""
+    except OSError as exc:
+        return {}, f"{path}: {exc.strerror or exc}"
+    if len(data) > _RECORD_MAX:
+        return {}, f"{path}: larger than {_RECORD_MAX} bytes"
+    try:
+        record = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        return {}, f"{path}: not JSON ({exc})"
+    return (record, "") if isinstance(record, dict) else ({}, f"{path}: not a JSON object")
+
+
+def http_get(url: str, timeout: float) -> tuple[int, str]:
+    """(status code, body) of a GET of URL from this node, without a proxy; (-1, "") when nothing answered."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(urllib.request.Request(url, method="GET"), timeout=timeout) as answer:
+            return int(answer.status), answer.read(8 << 20).decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), ""
+    except (urllib.error.URLError, OSError, ValueError):
+        return -1, ""
+
+
+def node_status(*, head: bool, release_file: str, watchdog_state_file: str, list_containers: t.Callable[[], t.Any],
+                get: t.Callable[[str, float], tuple[int, str]] = http_get, http_timeout: float = 10.0,
+                ray_head_container: str = RAY_HEAD_CONTAINER, mp_container: str = MP_CONTAINER) -> dict[str, t.Any]:
+    """What status.yml asks of one node, read in one call.
+
+    ``containers``: the collection's containers (LIST_CONTAINERS: the engine's low-level list, which is
+    ``docker_host_info``'s shape). On a head (HEAD): ``release`` (the record, ``{}`` when it never served),
+    ``watchdog`` (its state, ``{}`` without one), ``engine`` (:func:`engine`: ``{}`` when it serves none), and when
+    it serves, the engine's ``health`` (its ``/health`` status code, -1 without an answer) and ``metrics`` (the
+    ``vllm:generation_tokens_total`` lines of its ``/metrics``). ``problems``: files that could not be read.
+    """
+    containers = [dict(c) for c in (list_containers() or []) if isinstance(c, t.Mapping)]
+    out: dict[str, t.Any] = {"containers": containers, "release": {}, "watchdog": {}, "engine": {}, "health": -1,
+                             "metrics": "", "problems": []}
+    if not head:
+        return out
+    for key, path in (("release", release_file), ("watchdog", watchdog_state_file)):
+        if path:
+            out[key], problem = read_record(os.path.expanduser(path))
+            out["problems"] += [problem] if problem else []
+    out["engine"] = engine(out["release"], containers, ray_head_container=ray_head_container,
+                           mp_container=mp_container)
+    if out["engine"]:
+        base = out["engine"]["url"].rstrip("/")
+        out["health"], _body = get(f"{base}/health", http_timeout)
+        code, text = get(f"{base}/metrics", http_timeout)
+        out["metrics"] = "\n".join(_TOKEN_LINES.findall(text)) if code == 200 else ""
+    return out
 
 
 def tokens_generated(metrics: t.Any) -> int:
