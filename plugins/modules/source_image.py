@@ -27,6 +27,7 @@ description:
   - A failed pull stops the task naming the node, the image and what to check (reachability, a private registry's
     CA, a login), or the way around the registry (the image put on the node, O(policy=never)).
   - Changed only when it pulled a new image.
+  - The P(dgxspark.vllm.image_pull#role) role, which the deploy playbooks run on each cluster's head, is this one step.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
 options:
@@ -63,8 +64,6 @@ attributes:
 seealso:
   - module: community.docker.docker_image_pull
   - module: community.docker.docker_image_info
-  - role: dgxspark.vllm.image_pull
-    description: The role the deploy playbooks run on each cluster's head.
 """
 
 EXAMPLES = r"""

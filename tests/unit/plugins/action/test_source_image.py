@@ -65,7 +65,7 @@ def test_a_failed_pull_names_the_node_the_image_and_what_to_check():
 
 
 def test_check_mode_reports_the_pull_it_would_make_without_an_image_id():
-    result, _ = run({"image": "vllm/node:0.17"}, {"changed": True, "image": {}})
+    result = run({"image": "vllm/node:0.17"}, {"changed": True, "image": {}})[0]
     assert result["changed"] is True and result["image"]["id"] == "" and result["image"]["pulled"] is True
 
 
