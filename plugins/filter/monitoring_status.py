@@ -8,6 +8,11 @@ DOCUMENTATION = r"""
 name: monitoring_status
 short_description: Lines of Prometheus's view of the fleet, its alerts per cluster and the targets down
 version_added: 0.2.0
+deprecated:
+  why: The module M(dgxspark.vllm.monitoring_info) asks Prometheus and returns these lines in one call; no playbook of
+    the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The module M(dgxspark.vllm.monitoring_info) (its RV(dgxspark.vllm.monitoring_info#module:lines)).
 author:
 - dgxspark.vllm maintainers
 description:
@@ -44,11 +49,16 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _status
 
 
 def monitoring_status(host, alerts=None, targets=None):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.monitoring_status filter is deprecated: use the dgxspark.vllm.monitoring_info "
+                         "module, which asks Prometheus and returns these lines in one call", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     try:
         return _status.prometheus_lines(str(host), alerts, targets)
     except (TypeError, ValueError, AttributeError) as exc:

@@ -21,6 +21,7 @@ import typing as t
 import urllib.error
 import urllib.request
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _monitoring
 from ansible_collections.dgxspark.vllm.plugins.module_utils._release import ReleaseError, engine_url
 
 RAY_HEAD_CONTAINER = "dgxspark-ray-head"
@@ -119,7 +120,7 @@ def http_get(url: str, timeout: float) -> tuple[int, str]:
 
 
 def node_status(*, head: bool, release_file: str, watchdog_state_file: str, list_containers: t.Callable[[], t.Any],
-                get: t.Callable[[str, float], tuple[int, str]] = http_get, http_timeout: float = 10.0,
+                get: t.Callable[[str, float], tuple[int, str]] | None = None, http_timeout: float = 10.0,
                 ray_head_container: str = RAY_HEAD_CONTAINER, mp_container: str = MP_CONTAINER) -> dict[str, t.Any]:
     """What status.yml asks of one node, read in one call.
 
@@ -129,6 +130,7 @@ def node_status(*, head: bool, release_file: str, watchdog_state_file: str, list
     it serves, the engine's ``health`` (its ``/health`` status code, -1 without an answer) and ``metrics`` (the
     ``vllm:generation_tokens_total`` lines of its ``/metrics``). ``problems``: files that could not be read.
     """
+    get = get or http_get
     containers = [dict(c) for c in (list_containers() or []) if isinstance(c, t.Mapping)]
     out: dict[str, t.Any] = {"containers": containers, "release": {}, "watchdog": {}, "engine": {}, "health": -1,
                              "metrics": "", "problems": []}
@@ -283,3 +285,35 @@ def prometheus_lines(host: str, alerts: t.Any, targets: t.Any) -> list[str]:
         lines.append(f"  target down: {labels.get('job', '?')} {labels.get('node', '?')} ({labels.get('cluster') or '-'})"
                      f" {target.get('scrapeUrl', '')}: {target.get('lastError') or target.get('health')}")
     return lines
+
+
+def prometheus_url(listen: t.Any = "127.0.0.1", port: t.Any = 9090) -> str:
+    """The URL of Prometheus's API as its own host reaches it: its listening address (the loopback when it listens on
+    every address), checked as the monitoring role checks it."""
+    address = str(listen or "").strip()
+    address = "127.0.0.1" if address in ("", "0.0.0.0", "::") else address
+    return f"http://{_monitoring.listen(address, port)}"
+
+
+def prometheus_status(name: str, url: str, *, get: t.Callable[[str, float], tuple[int, str]] | None = None,
+                      http_timeout: float = 10.0) -> dict[str, t.Any]:
+    """Prometheus's view, read from its API at URL in one call (GET, :func:`http_get` by default): ``lines``
+    (:func:`prometheus_lines`, NAME its host), ``answered``, and the counts they show."""
+    get = get or http_get
+    answers = []
+    for path in ("alerts", "targets"):
+        code, text = get(f"{url}/api/v1/{path}", http_timeout)
+        try:
+            answers.append(json.loads(text) if code == 200 else None)
+        except ValueError:
+            answers.append(None)
+    alerts, targets = answers
+    answered = isinstance(alerts, t.Mapping) and isinstance(targets, t.Mapping)
+    found = [a for a in ((alerts or {}).get("data") or {}).get("alerts") or [] if isinstance(a, t.Mapping)] \
+        if answered else []
+    active = [x for x in ((targets or {}).get("data") or {}).get("activeTargets") or [] if isinstance(x, t.Mapping)] \
+        if answered else []
+    return {"url": url, "answered": answered, "lines": prometheus_lines(name, alerts, targets),
+            "firing": sum(1 for a in found if a.get("state") == "firing"),
+            "pending": sum(1 for a in found if a.get("state") == "pending"),
+            "targets_up": sum(1 for x in active if x.get("health") == "up"), "targets": len(active)}
