@@ -8,6 +8,11 @@ DOCUMENTATION = r"""
 name: cluster_status
 short_description: One cluster's status table (engine, token counter, Ray, every member's containers)
 version_added: 0.2.0
+deprecated:
+  why: The action M(dgxspark.vllm.fleet_status) draws every cluster's table from what its members read; no playbook of
+    the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The action M(dgxspark.vllm.fleet_status) (its RV(dgxspark.vllm.fleet_status#module:tables)).
 author:
 - dgxspark.vllm maintainers
 description:
@@ -99,6 +104,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _status
 
@@ -106,6 +112,10 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _status
 def cluster_status(members, cluster="", head="", containers=None, release=None, health=None, metrics=None, ray=None,
                    head_in_play=True, ray_head_container=_status.RAY_HEAD_CONTAINER, mp_container=_status.MP_CONTAINER,
                    watchdog=None):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.cluster_status filter is deprecated: use the dgxspark.vllm.fleet_status "
+                         "action, which draws every cluster's table from what its members read", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     if not isinstance(members, (list, tuple)) or not members:
         raise AnsibleFilterError(f"cluster_status: {cluster or 'the cluster'}: its members must be a non-empty list, are {members!r}")
     if not isinstance(containers, (list, tuple)):

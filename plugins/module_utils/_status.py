@@ -5,8 +5,9 @@
 :func:`node_status` is what dgxspark.vllm.status_info reads on a node in one call: the collection's containers
 (as ``docker_host_info`` lists them), and on a head the release record (``release.json``), the watchdog's state, and
 the engine's ``/health`` status code and token counter. The rest is pure Python over those answers and the
-``ray_cluster_info`` result. No Ansible imports: plugins/modules/status_info.py and plugins/filter/cluster_status.py
-wrap it.
+``ray_cluster_info`` result. No Ansible imports: plugins/modules/status_info.py, monitoring_info.py and
+plugins/action/fleet_status.py wrap it (and the deprecated filters cluster_status, status_engine and
+monitoring_status).
 """
 
 from __future__ import annotations

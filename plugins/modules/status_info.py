@@ -16,8 +16,8 @@ description:
     C(org.dgxspark.vllm.component) label, running or not, in the shape of M(community.docker.docker_host_info)), and
     with O(head) the release record the head serves, its watchdog's state and, when the release's engine container is
     on the node, the engine's C(/health) status code and token counter, asked from the node itself.
-  - It replaces five tasks of the playbook and the filter C(dgxspark.vllm.status_engine); the filter
-    C(dgxspark.vllm.cluster_status) draws the cluster's table from the members' answers.
+  - It replaces five tasks of the playbook and the filter C(dgxspark.vllm.status_engine); the action
+    M(dgxspark.vllm.fleet_status) draws the cluster's table from the members' answers.
   - A missing record is an empty answer (a cluster that never served, a head without a watchdog); a record that
     cannot be read is an empty answer and a line in RV(problems). Only the containers need the Docker SDK.
 extends_documentation_fragment:

@@ -334,7 +334,7 @@ def test_fleet_deploy_serves_every_pair(fleet):
         # The engine listens on its head's 127.0.0.1 (a gateway is in the fleet).
         assert f"{pair}: serving {SERVED} at {ENGINE_URL}/v1, TP 2 over {node(head)} + {node(head + 1)}" in text
         assert completion(pair)
-    # status.yml (the cluster_status filter): a line per pair with its engine, tokens and Ray, a row per member.
+    # status.yml (the fleet_status action): a line per pair with its engine, tokens and Ray, a row per member.
     status = flat(run([str(BIN / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / "status.yml")],
                       env=ansible_env()))
     for pair, head in HEADS.items():
