@@ -8,6 +8,11 @@ DOCUMENTATION = r"""
 name: node_cache_volumes
 short_description: The named volumes an engine container keeps its compile caches in
 version_added: 0.2.0
+deprecated:
+  why: The action M(dgxspark.vllm.fleet) publishes every node's engine settings resolved and checked
+    (C(dgxspark_node.engine.cache_volumes)), whose values are these names; no playbook of the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The values of C(dgxspark_node.engine.cache_volumes), as M(dgxspark.vllm.fleet) publishes them.
 author:
   - dgxspark.vllm maintainers
 description:
@@ -40,11 +45,16 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._node_container import ContainerError, cache_volume_names
 
 
 def node_cache_volumes(cache_volumes=None):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.node_cache_volumes filter is deprecated: the fleet action publishes each "
+                         "node's engine settings resolved (dgxspark_node.engine.cache_volumes)", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     try:
         return cache_volume_names(cache_volumes)
     except ContainerError as exc:

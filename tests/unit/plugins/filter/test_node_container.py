@@ -244,3 +244,15 @@ def test_the_cache_volume_names_are_those_every_engine_container_mounts():
         names(["dgxspark-vllm-cache"])
     # The defaults ray_cluster documents are the ones the definition uses.
     assert names(_documented_engine_settings()["dgxspark_engine_cache_volumes"]) == names(None)
+
+
+@pytest.mark.parametrize("given", [None, {"/root/.cache/vllm": "mine", "/root/.triton": "mine"}, {}])
+def test_teardown_removes_the_volumes_of_the_engine_settings_the_fleet_resolved(given):
+    """teardown.yml takes the values of dgxspark_node.engine.cache_volumes (the fleet action's engine_settings),
+    unique and sorted, in place of the node_cache_volumes filter: the same names, defaults included."""
+    settings, problems, _aliases = nc.engine_settings({"dgxspark_engine_cache_volumes": given})
+    assert problems == []
+    teardown = sorted(set(settings["cache_volumes"].values()))
+    assert teardown == nc.cache_volume_names(given)
+    playbook = (pathlib.Path(__file__).resolve().parents[4] / "playbooks" / "teardown.yml").read_text()
+    assert 'teardown_purge_volumes: "{{ dgxspark_node.engine.cache_volumes.values() | unique | sort }}"' in playbook
