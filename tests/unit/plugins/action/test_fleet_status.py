@@ -26,11 +26,12 @@ SERVING = {"containers": [HEAD], "release": RELEASE, "health": 200,
            "metrics": "vllm:generation_tokens_total 42.0", "watchdog": {"verdict": "ok", "attempts": 0}}
 
 
-def run(hostvars, play_hosts, args=None, fleet=FLEET, **more):
+def run(hostvars, play_hosts, args=None, fleet="the fleet", **more):
     task = Task()
     task.args = args or {}
     task.async_val = 0
     module = ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    fleet = FLEET if fleet == "the fleet" else fleet
     return module.run(task_vars={"dgxspark_fleet": fleet, "hostvars": hostvars, "ansible_play_hosts": play_hosts,
                                  **more})
 
