@@ -5,16 +5,14 @@ controller (see the module's documentation)."""
 
 from __future__ import annotations
 
-import re
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.plugins.filter.core import to_json
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._engine_plan import PlanError, plan
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import variable_names
 
 _MISSING = object()
-VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def _fact(hostvars, host: str, path: str):
@@ -49,9 +47,8 @@ class ActionModule(ActionBase):
             "workers_follow_head": {"type": "bool", "default": False},
             "publish": {"type": "str", "required": True},
         })
-        for option in ("spec", "before", "image_id", "publish"):
-            if not VARIABLE.match(args[option]) or (option == "publish" and "." in args[option]):
-                raise AnsibleActionFail(f"engine_plan: {option} is {args[option]!r}: give a variable name")
+        variable_names("engine_plan", args, ("spec", "before", "image_id", "publish"),
+                       dotted=("spec", "before", "image_id"))
         hostvars = task_vars.get("hostvars", {})
         members = list(args["members"])
         specs, befores, image_ids = {}, {}, {}

@@ -5,14 +5,11 @@ module's documentation)."""
 
 from __future__ import annotations
 
-import re
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._engine_spec import BACKENDS, SpecError, spec
-
-VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import variable_names
 
 
 class ActionModule(ActionBase):
@@ -40,8 +37,7 @@ class ActionModule(ActionBase):
             "publish": {"type": "str", "required": True},
         })
         host = task_vars.get("inventory_hostname", "this host")
-        if not VARIABLE.match(args["publish"]):
-            raise AnsibleActionFail(f"{host}: engine_spec: publish must be a variable name, got {args['publish']!r}")
+        variable_names(f"{host}: engine_spec", args, ("publish",))
         try:
             built = spec(args["backend"], name=args["name"], image=args["image"], role=args["role"],
                          pair=args["pair"], launcher_dir=args["launcher_dir"], env=args["env"],

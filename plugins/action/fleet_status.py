@@ -5,14 +5,11 @@ members read (see the module's documentation)."""
 
 from __future__ import annotations
 
-import re
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _layout, _status
-
-VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import variable_names
 
 
 def _read(hostvars, host: str, name: str) -> dict:
@@ -37,9 +34,7 @@ class ActionModule(ActionBase):
             "node_info": {"type": "str", "default": "status_node"},
             "ray_info": {"type": "str", "default": "status_ray"},
         })
-        for option in ("node_info", "ray_info"):
-            if not VARIABLE.match(args[option]):
-                raise AnsibleActionFail(f"fleet_status: {option} is {args[option]!r}: give a variable name")
+        variable_names("fleet_status", args, ("node_info", "ray_info"))
         fleet = task_vars.get("dgxspark_fleet")
         if not isinstance(fleet, dict) or not isinstance(fleet.get("clusters"), dict):
             raise AnsibleActionFail("fleet_status: no dgxspark_fleet: run dgxspark.vllm.fleet first in the play")

@@ -5,17 +5,15 @@ community.docker and recorded by ID and digest, in one step (see the module's do
 
 from __future__ import annotations
 
-import re
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._image_pull import PullError, pulled
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import variable_names
 
 # The real component does the pulling and the looking: community.docker's modules, run on the node.
 PULL = "community.docker.docker_image_pull"
 INFO = "community.docker.docker_image_info"
-VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def check_inputs(reference, policy, host):
@@ -52,8 +50,7 @@ class ActionModule(ActionBase):
         })
         host = task_vars.get("inventory_hostname", "this host")
         reference, policy = args["image"], args["policy"]
-        if args["publish"] is not None and not VARIABLE.match(args["publish"]):
-            raise AnsibleActionFail(f"{host}: source_image: publish must be a variable name, got {args['publish']!r}")
+        variable_names(f"{host}: source_image", args, ("publish",))
         check_inputs(reference, policy, host)
         connection = {"docker_host": args["docker_host"]} if args["docker_host"] else {}
         if policy == "never":

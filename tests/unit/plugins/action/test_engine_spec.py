@@ -34,7 +34,7 @@ def test_the_spec_is_published_as_the_named_fact_and_nothing_changes():
 
 
 @pytest.mark.parametrize(("changes", "needle"), [
-    ({"publish": "not a name"}, "spark-1: engine_spec: publish must be a variable name"),
+    ({"publish": "not a name"}, "spark-1: engine_spec: publish is .not a name.: give a variable name"),
     ({"mp": {"serve_argv": [], "models_dir": "/m", "config_dir": "/c"}},
      "spark-1: engine_spec \\(dgxspark-vllm\\): serve_argv must not be empty"),
 ])

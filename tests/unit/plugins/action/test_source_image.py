@@ -73,7 +73,7 @@ def test_check_mode_reports_the_pull_it_would_make_without_an_image_id():
     ({"image": "", "policy": "missing"}, "spark-1: dgxspark_image is empty"),
     ({"image": "vllm/node:0.17", "policy": "sometimes"}, "spark-1: dgxspark_image_pull must be one of missing"),
     ({"image": "vllm/node@sha256:xyz"}, "spark-1: dgxspark_image vllm/node@sha256:xyz: 'sha256:xyz' is not a digest"),
-    ({"image": "vllm/node:0.17", "publish": "not a name"}, "spark-1: source_image: publish must be a variable name"),
+    ({"image": "vllm/node:0.17", "publish": "not a name"}, "spark-1: source_image: publish is .not a name.: give a variable name"),
 ])
 def test_bad_input_fails_before_anything_runs_on_the_node(args, needle):
     task = Task()
