@@ -8,21 +8,12 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._image_pull import PullError, pulled
+from ansible_collections.dgxspark.vllm.plugins.module_utils._image_pull import PullError, check, pulled
 from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import variable_names
 
 # The real component does the pulling and the looking: community.docker's modules, run on the node.
 PULL = "community.docker.docker_image_pull"
 INFO = "community.docker.docker_image_info"
-
-
-def check_inputs(reference, policy, host):
-    """Fail before anything runs on the node when the reference or the policy is unusable."""
-    try:
-        # The record of an image that is there: it checks the policy, the reference and its digest, nothing else.
-        pulled({"Id": "sha256:check"}, reference, policy=policy, host=host)
-    except PullError as exc:
-        raise AnsibleActionFail(str(exc)) from None
 
 
 def pull_failure(host, reference, policy, answer):
@@ -51,7 +42,10 @@ class ActionModule(ActionBase):
         host = task_vars.get("inventory_hostname", "this host")
         reference, policy = args["image"], args["policy"]
         variable_names(f"{host}: source_image", args, ("publish",))
-        check_inputs(reference, policy, host)
+        try:
+            check(reference, policy, host)  # before anything runs on the node
+        except PullError as exc:
+            raise AnsibleActionFail(str(exc)) from None
         connection = {"docker_host": args["docker_host"]} if args["docker_host"] else {}
         if policy == "never":
             answer = self._execute_module(module_name=INFO, module_args={"name": reference, **connection},

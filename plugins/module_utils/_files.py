@@ -8,6 +8,7 @@ nothing to change costs one round trip, not one per file.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -94,6 +95,21 @@ def read_or_none(path: str) -> bytes | None:
             return fh.read()
     except FileNotFoundError:
         return None
+
+
+def read_json_object(path: str) -> dict | None:
+    """The JSON object in PATH (a record the collection keeps on a node); None when there is no file. Raises
+    ValueError naming the file when it holds no JSON object, OSError when it cannot be read."""
+    raw = read_or_none(path)
+    if raw is None:
+        return None
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path} is not JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} holds a {type(record).__name__}, not a record")
+    return record
 
 
 def write_atomically(path: str, content: bytes, mode: int, uid: int, gid: int) -> None:

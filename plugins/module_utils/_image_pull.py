@@ -59,14 +59,9 @@ def repo_digest(reference: str, repo_digests: t.Iterable[t.Any]) -> str:
     return sorted(mine)[0] if mine else ""
 
 
-def pulled(image: t.Mapping[str, t.Any] | None, reference: str, *, policy: str = "missing", changed: bool = False,
-           host: str = "") -> dict[str, t.Any]:
-    """The record of REFERENCE on a node after the pull: {"image", "id", "digest", "pulled", "policy"}.
-
-    IMAGE is the engine's inspection (docker_image_pull's ``image``, or one of docker_image_info's ``images``); empty
-    when the image is not there, which is an error unless nothing could have pulled it yet (check mode: CHANGED).
-    ``pulled`` is whether this run pulled something new (the pull task's ``changed``).
-    """
+def check(reference: t.Any, policy: t.Any, host: str = "") -> None:
+    """Raise PullError naming HOST, the variable and the fix when REFERENCE (dgxspark_image) or POLICY
+    (dgxspark_image_pull) cannot be pulled with: before anything runs on the node."""
     where = f"{host}: " if host else ""
     if policy not in POLICIES:
         raise PullError(f"{where}dgxspark_image_pull must be one of {', '.join(POLICIES)}, is {policy!r}")
@@ -77,6 +72,18 @@ def pulled(image: t.Mapping[str, t.Any] | None, reference: str, *, policy: str =
     if digest and not _DIGEST.fullmatch(digest):
         raise PullError(f"{where}dgxspark_image {reference}: {digest!r} is not a digest (algorithm:hex, e.g. "
                         "sha256:<64 hex digits>)")
+
+
+def pulled(image: t.Mapping[str, t.Any] | None, reference: str, *, policy: str = "missing", changed: bool = False,
+           host: str = "") -> dict[str, t.Any]:
+    """The record of REFERENCE on a node after the pull: {"image", "id", "digest", "pulled", "policy"}.
+
+    IMAGE is the engine's inspection (docker_image_pull's ``image``, or one of docker_image_info's ``images``); empty
+    when the image is not there, which is an error unless nothing could have pulled it yet (check mode: CHANGED).
+    ``pulled`` is whether this run pulled something new (the pull task's ``changed``).
+    """
+    check(reference, policy, host)
+    where = f"{host}: " if host else ""
     image = dict(image or {})
     if not image.get("Id") and not changed:
         if policy == "never":

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _monitoring
+from ansible_collections.dgxspark.vllm.plugins.module_utils._files import read_json_object
 from ansible_collections.dgxspark.vllm.plugins.module_utils._release import ReleaseError, engine_url
 
 RAY_HEAD_CONTAINER = "dgxspark-ray-head"
@@ -33,8 +34,6 @@ LABEL = "org.dgxspark.vllm.component"
 # vLLM's counter of generated tokens, one sample per label set (model, engine).
 _TOKENS = re.compile(r"(?m)^vllm:generation_tokens_total(?:\{[^}]*\})? ([0-9.e+]+)$")
 _TOKEN_LINES = re.compile(r"(?m)^vllm:generation_tokens_total(?:\{[^}]*\})? [0-9.e+]+$")
-# What a record file larger than this holds is not the collection's (release.json and state.json are a few KiB).
-_RECORD_MAX = 1 << 20
 
 
 class StatusError(ValueError):
@@ -91,21 +90,13 @@ def engine(release: t.Any, containers: t.Any, *, ray_head_container: str = RAY_H
 
 def read_record(path: str) -> tuple[dict[str, t.Any], str]:
     """(the JSON object in PATH, a problem): ({}, "") when the file is not there (the cluster never served, or has
-    no watchdog); ({}, why) when it cannot be read or holds no JSON object."""
+    no watchdog); ({}, why) when it cannot be read or holds no JSON object (the reader release_info uses too)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_RECORD_MAX + 1)
-    except FileNotFoundError:
-        return {}, ""
+        return read_json_object(path) or {}, ""
     except OSError as exc:
         return {}, f"{path}: {exc.strerror or exc}"
-    if len(data) > _RECORD_MAX:
-        return {}, f"{path}: larger than {_RECORD_MAX} bytes"
-    try:
-        record = json.loads(data.decode())
-    except (UnicodeDecodeError, ValueError) as exc:
-        return {}, f"{path}: not JSON ({exc})"
-    return (record, "") if isinstance(record, dict) else ({}, f"{path}: not a JSON object")
+    except ValueError as exc:
+        return {}, str(exc)
 
 
 def http_get(url: str, timeout: float) -> tuple[int, str]:

@@ -93,27 +93,19 @@ rollout:
   type: dict
 """
 
-import json
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils._files import read_or_none
+from ansible_collections.dgxspark.vllm.plugins.module_utils._files import read_json_object
 from ansible_collections.dgxspark.vllm.plugins.module_utils._release import ReleaseError, engine_url, rollback_record
 
 
 def _record(path: str) -> dict | None:
-    """The JSON object in PATH; None when there is no file. Raises ValueError naming the file when it is no object."""
-    raw = read_or_none(path)
-    if raw is None:
-        return None
+    """The JSON object in PATH; None when there is no file. Raises ValueError naming the file and the fix when it is
+    no object."""
     try:
-        record = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"{path} is not JSON ({exc}): remove it and deploy the cluster again") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"{path} holds a {type(record).__name__}, not a record: remove it and deploy the cluster "
-                         "again")
-    return record
+        return read_json_object(path)
+    except ValueError as exc:
+        raise ValueError(f"{exc}: remove it and deploy the cluster again") from None
 
 
 def read(path: str, rollout_path: str = "", rollback_host: str = "") -> dict:

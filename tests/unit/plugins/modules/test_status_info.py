@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import http.server
 import json
+import re
 import threading
 
 import pytest
@@ -92,8 +93,18 @@ def test_missing_records_are_empty_and_an_unreadable_one_is_a_problem(tmp_path):
     got = _status.node_status(head=True, release_file=str(tmp_path / "none.json"),
                               watchdog_state_file=str(tmp_path / "state.json"), list_containers=lambda: [])
     assert got["release"] == {} and got["watchdog"] == {} and got["engine"] == {}
-    assert len(got["problems"]) == 1 and "state.json: not JSON" in got["problems"][0]
+    assert len(got["problems"]) == 1 and "state.json is not JSON" in got["problems"][0]
     assert _status.watchdog_lines(got["watchdog"]) == ["  watchdog: none on the head"]
+
+
+def test_a_record_that_is_no_object_or_cannot_be_read_is_named_as_release_info_names_it(tmp_path):
+    (tmp_path / "release.json").write_text("[1, 2]")
+    (tmp_path / "state.json").mkdir()
+    got = _status.node_status(head=True, release_file=str(tmp_path / "release.json"),
+                              watchdog_state_file=str(tmp_path / "state.json"), list_containers=lambda: [])
+    assert got["release"] == {} and got["watchdog"] == {}
+    assert got["problems"][0] == f"{tmp_path / 'release.json'} holds a list, not a record"
+    assert got["problems"][1].startswith(f"{tmp_path / 'state.json'}: Is a directory")
 
 
 def test_a_release_whose_engine_container_is_gone_is_not_serving(tmp_path):
@@ -156,9 +167,12 @@ def test_prometheus_is_asked_at_its_listening_address_or_the_loopback(listen, po
     assert _status.prometheus_url(listen, port) == url
 
 
-@pytest.mark.parametrize(("listen", "port"), [("not an address", 9090), ("127.0.0.1", 0), ("127.0.0.1", "http")])
-def test_a_bad_listening_address_or_port_is_named(listen, port):
-    with pytest.raises((ValueError, TypeError)):
+@pytest.mark.parametrize(("listen", "port", "needle"), [
+    ("not an address", 9090, "the listening address (monitoring_prometheus_listen or monitoring_node_exporter_bind) is "
+                             "'not an address'"),
+    ("127.0.0.1", 0, "the listening port is 0"), ("127.0.0.1", "http", "the listening port is 'http'")])
+def test_a_bad_listening_address_or_port_is_named(listen, port, needle):
+    with pytest.raises((ValueError, TypeError), match=re.escape(needle)):
         _status.prometheus_url(listen, port)
 
 
