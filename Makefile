@@ -148,14 +148,14 @@ tested-with:
 # (tests/lab/test_molecule.py: every scenario but cluster4, on a lab of molecule's own; its steps close pytest's output). Built
 # images are not saved into the file cache (DGXSPARK_LAB_CACHE_SAVE=0): on a fresh machine no later `up` restores them. The last step is pytest (unit +
 # engine + lab tests, with the slowest durations), so the output ends with pytest's own summary line. It runs on two
-# workers with a lab each: the files that start engines one after another on one, the others beside them
-# (tests/lab/labkit.py).
+# workers with a lab each, a whole file at a time: the files that start Ray (their xdist_group "engines") one after
+# another on one, the others beside them (tests/lab/labkit.py).
 PYTEST_WORKERS ?= 2
 test: export DGXSPARK_LAB_CACHE_SAVE = 0
 test: venv engine
 	$(MAKE) --no-print-directory -j2 --output-sync=target lab-images lint sanity sanity-latest build-check \
 		LAB_IMAGES="--skip vllm-cpu-0.32"
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40 -m "not slow" \
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=40 -m "not slow" \
 		tests/lab tests/unit $(wildcard lab/engine/tests)
 
 clean: lab-down

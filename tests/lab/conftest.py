@@ -5,4 +5,4 @@ conftest.py, and only one module can be called `conftest` when they run in one p
 """
 
 # Re-exported so that pytest finds the fixture and the hook here.
-from labkit import lab, pytest_collection_modifyitems, pytest_terminal_summary, pytest_xdist_make_scheduler  # noqa: F401 # pylint: disable=unused-import
+from labkit import lab, pytest_collection_modifyitems, pytest_terminal_summary  # noqa: F401 # pylint: disable=unused-import

@@ -123,81 +123,74 @@ def api_opener(i=1):
         context=ssl.create_default_context(cadata=door_certificate(i))))
 
 
-# `make test` runs the tests on two pytest-xdist workers (--dist loadfile --no-loadscope-reorder), each with a lab of
-# its own. The files whose tests start Ray clusters (or real vLLM, which takes both cores) are one unit that one worker
-# runs file after file, never beside each other: on two cores, two clusters starting at once starve Ray's raylets
-# past the 30 s Ray gives them to register (hard-coded in ray/_private/node.py); measured again with two groups of
-# them, one on each worker (a 4-node cluster and the fleet's two pairs failed to form), even with the launcher
-# starting a head again. Every other file (transfers, builds, preflight, config checks, engines without Ray, the unit
-# tests) runs on the other worker meanwhile, as units of their own.
-# The fleet's two pairs start their Ray heads at once: it runs after the pairs' files, when the other worker's image
-# builds are over (beside them its heads missed Ray's registration twice in a row).
-ENGINE_FILES = ("tests/lab/test_lab_deploy.py", "tests/lab/test_lab_serve_faults.py",
-                "tests/lab/test_ray_cluster.py", "tests/lab/test_lab_fleet.py", "tests/lab/test_real_vllm.py",
-                "tests/lab/test_lab_cluster.py",
-                # serves a pair with the controller's SSH sessions cut (sessions_cut)
-                "tests/lab/test_lab_controller_network.py")
-# The other lab files, longest first, so that the short ones fill the end. test_lab_known_issues and
-# test_lab_unified_memory start engines without Ray (the stand-in, mp).
-# The scheduler hands these out one file at a time to whichever worker is free: the engine files' worker takes the
-# last of them when it is done, so the engine files bound make test's time (keep them under half of the whole).
-OTHER_FILES = ("tests/lab/test_lab_real_vllm_image.py",  # first: it builds the image test_real_vllm serves
-               # molecule test --all (cluster4 in make lab-test), on a lab of its own (mp engines, no Ray)
-               "tests/lab/test_molecule.py",
-               # the lab's registry (lab.py registry), deploys with the mp backend
-               "tests/lab/test_lab_registry.py",
-               "tests/lab/test_hybrid_image.py", "tests/lab/test_lab_known_issues.py",
-               "tests/lab/test_lab_image_sync.py",
-               "tests/lab/test_engine_two_node.py", "tests/lab/test_lab.py", "tests/lab/test_lab_model_sync.py",
-               "tests/lab/test_lab_unified_memory.py", "tests/lab/test_lab_gpu_rdma.py",
-               "tests/lab/test_lab_bad_inventory.py", "tests/lab/test_lab_image_info.py",
-               # one node as a single Spark (lab.py up --cluster-size 1), preflight only, then the session's lab again
-               "tests/lab/test_lab_model_fit.py",
-               # lab.py fault: node 2's second CX7 twin without its address, then on the wrong subnet (preflight only)
-               "tests/lab/test_lab_rails.py",
-               "tests/lab/test_lab_gateway_config.py", "tests/lab/test_lab_monitoring_rules.py",
-               # the built tarball installed into a clean path, a playbook run by FQCN from outside the checkout
-               "tests/lab/test_lab_release_install.py",
-               # it remakes both nodes in the fresh profile, and in the lab profile again at the end
-               "tests/lab/test_lab_fresh.py",
-               # it remakes node 2 as a Docker 20.10 node, and makes it a Docker 26 node again at the end
-               "tests/lab/test_lab_image_delta.py",
-               # last: it remakes node 2 with the containerd store, and makes it a graph-driver node again at the end
-               "tests/lab/test_lab_image_store.py")
-ORDER = ENGINE_FILES + OTHER_FILES
+# `make test` runs the tests on two pytest-xdist workers (--dist loadgroup --no-loadscope-reorder), each with a lab of
+# its own. Every file is one unit a worker runs whole (its tests build on each other): a file without an xdist_group
+# mark is a group of its own (pytest_collection_modifyitems).
+#
+# ENGINES groups the files whose tests start Ray clusters (or real vLLM, which takes both cores): one worker runs them
+# file after file, never beside each other. On two cores, two clusters starting at once starve Ray's raylets past the
+# 30 s Ray gives them to register (hard-coded in ray/_private/node.py); measured again with two groups of them, one on
+# each worker (a 4-node cluster and the fleet's two pairs failed to form), even with the launcher starting a head
+# again. A file that starts Ray sets `pytestmark = [ENGINES, ...]`. Every other file (transfers, builds, preflight,
+# config checks, engines without Ray, the unit tests) runs on the other worker meanwhile.
+ENGINES = pytest.mark.xdist_group("engines")
+# The files' order: the ENGINES group first (it bounds make test's time: keep it under half of the whole), then the
+# others. Within the group and among the others: the files marked FIRST (another file waits for what they build), then
+# the rest longest first by their `lab_minutes` mark (the file's time in CI's --durations list, rounded up; a file
+# without one takes about a minute or less), so that the short ones fill the end, then the files marked LAST. The
+# scheduler hands the groups out one at a time to whichever worker is free.
+FIRST = pytest.mark.lab_first
+# LAST: the fleet's two pairs start their Ray heads at once, so the fleet's file runs after the other engine files,
+# when the other worker's image builds are over (beside them its heads missed Ray's registration twice in a row); the
+# files that remake a node (another Docker, another image store) run when the rest of their worker's files are done.
+LAST = pytest.mark.lab_last
 
 
 def _rel(path):
     return os.path.relpath(str(path), REPO)
 
 
-def pytest_collection_modifyitems(items):
+def _group(item):
+    mark = item.get_closest_marker("xdist_group")
+    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+def _lab_order(item):
+    minutes = item.get_closest_marker("lab_minutes")
+    return (0 if _group(item) == ENGINES.args[0] else 1,
+            0 if item.get_closest_marker(FIRST.name) else 2 if item.get_closest_marker(LAST.name) else 1,
+            -(minutes.args[0] if minutes else 0))
+
+
+def _name_group(item, group):
+    """Give ITEM's ID the `@GROUP` suffix `--dist loadgroup` schedules by, when pytest-xdist could not: it sets
+    `item._nodeid`, which pytest 9.2 no longer reads (its IDs are `_id`, a NodeId), so every mark was ignored and the
+    tests were spread one by one (pytest-dev/pytest-xdist#1386, open with xdist 3.8.0)."""
+    from _pytest.nodeid import NodeId  # pylint: disable=import-outside-toplevel
+
+    item._id = NodeId.parse(f"{item.nodeid}@{group}")  # pylint: disable=protected-access
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config, items):
+    """Before the other plugins: each lab file without an xdist_group is a group of its own (named by the file), the
+    lab's files in their order (above), the lab mark on each (the unit tests are scheduled one by one). After them (pytest-xdist's worker names each test's group in its ID): every
+    test's ID ends in its group, as `--dist loadgroup` needs."""
     here = str(Path(__file__).parent)
-    unlisted = set()
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.lab)
-            if _rel(item.fspath) not in ORDER:
-                unlisted.add(_rel(item.fspath))
-    if unlisted:  # an unlisted file could start Ray beside ENGINE_FILES on the other worker
-        raise pytest.UsageError(f"tests/lab/labkit.py: add {', '.join(sorted(unlisted))} to ENGINE_FILES (it starts Ray "
-                                "clusters or real vLLM) or to OTHER_FILES")
-    # A stable sort: each file's tests keep their order (they build on each other); lab files follow ORDER, the
-    # unit and engine tests come after.
-    items.sort(key=lambda item: ORDER.index(_rel(item.fspath)) if _rel(item.fspath) in ORDER else len(ORDER))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config, log):
-    """Whole files per worker, ENGINE_FILES as one unit (see above), in collection order."""
-    from xdist.scheduler import LoadScopeScheduling  # pylint: disable=import-outside-toplevel
-
-    class EnginesApart(LoadScopeScheduling):
-        def _split_scope(self, nodeid):
-            path = nodeid.split("::", 1)[0]
-            return "engines" if path in ENGINE_FILES else path
-
-    return EnginesApart(config, log)
+            if _group(item) is None:  # a file of its own: the unit a worker runs whole (`--dist loadfile`'s unit)
+                item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).stem))
+    # A stable sort: each file's tests keep their order (they build on each other); the unit and engine tests come
+    # after the lab's.
+    items.sort(key=lambda item: _lab_order(item) if str(item.fspath).startswith(here) else (2, 0, 0))
+    result = yield
+    if getattr(config.option, "loadgroup", False):  # a pytest-xdist worker under --dist loadgroup
+        for item in items:
+            if _group(item) is not None and not item.nodeid.endswith(f"@{_group(item)}"):
+                _name_group(item, _group(item))
+    return result
 
 
 # An engine image that passes the hybrid gates and dies when `vllm serve` starts, as a wheel built for another CUDA does.

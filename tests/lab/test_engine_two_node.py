@@ -21,6 +21,8 @@ import pytest
 
 from labkit import BIN, INVENTORY, LAB, ansible_env, fabric_if, fabric_ip, mgmt_ip, node, node_exec, run, tested_with
 
+pytestmark = pytest.mark.lab_minutes(1)  # labkit: the order files are handed out
+
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
 LABEL = "org.dgxspark.test=engine-two-node"  # every container this file starts carries it (cleanup by label)
 MODELS = "/srv/dgxspark-test/models"  # on each node, bind-mounted as /models

@@ -19,6 +19,8 @@ import pytest
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _launcher
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, node, node_exec, run, wheelhouse
 
+pytestmark = pytest.mark.lab_minutes(6)  # labkit: the order files are handed out
+
 OLD, NEW = "lab/vllm-node:0.14", "lab/vllm-qwen35:0.17"
 NODE = node(1)
 REPOSITORY = "dgxspark-test/hybrid"

@@ -18,6 +18,9 @@ import urllib.request
 import pytest
 
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, api_opener, api_url, node, node_exec, recap, run
+from labkit import ENGINES
+
+pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
 
 NODES = 4
 ENGINE = "lab/vllm-qwen35:0.17"

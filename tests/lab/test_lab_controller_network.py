@@ -15,6 +15,9 @@ import pytest
 
 from labkit import (BIN, INVENTORY, LAB, REPO, SSH_ARGS_NO_KEEPALIVE, ansible_env, collection_as_it_was, fleet_play,
                     mgmt_ip, node, node_exec, recap, report, run, sessions_cut)
+from labkit import ENGINES
+
+pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
 
 SERVE = "tests/lab/playbooks/serve.yml"
 # The stand-in engine takes this long per step (VLLM_LAB_SECONDS_PER_TOKEN): the readiness probe's first completion,

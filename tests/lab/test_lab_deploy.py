@@ -27,6 +27,9 @@ import pytest
 
 from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, ansible_failures, api_opener, api_url, collection_as_it_was,
                     door_certificate, engine_key, fabric_if, fabric_ip, mgmt_ip, node, node_exec, png_pixels, report, run, tested_with)
+from labkit import ENGINES
+
+pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
 
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 TEARDOWN = str(REPO / "playbooks" / "teardown.yml")

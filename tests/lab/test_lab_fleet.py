@@ -29,6 +29,10 @@ from ansible_collections.dgxspark.vllm.tests.unit.plugins.plugin_utils.tls_chain
 from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, broken_image_dockerfile, door_certificate,
                     engine_key, fabric_ip, gateway_certificate, gateway_context, gateway_url, load_into, mgmt_ip, node,
                     node_exec, run)
+from labkit import ENGINES, LAST
+
+# It starts Ray clusters: the engines' worker (labkit.ENGINES), after the other engine files (labkit.LAST).
+pytestmark = [ENGINES, LAST]
 
 NODES = 4
 BASE = "lab/vllm-node:0.14"

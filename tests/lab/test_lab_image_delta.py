@@ -16,6 +16,9 @@ import pytest
 
 from labkit import (LAB, PREFIX, BIN, INVENTORY, ansible_env, fleet_play, image_inspect as inspect, image_sync_to,
                     load_into, node, node_exec, report, run)
+from labkit import LAST
+
+pytestmark = LAST  # it remakes node 2 (labkit.LAST)
 
 TINY = "dgxspark-lab/tiny:latest"
 DONOR = f"{PREFIX}-lab/delta:donor"

@@ -22,6 +22,9 @@ import pytest
 from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, ansible_env, api_opener, api_url, broken_image_dockerfile,
                     fleet_play, image_inspect as inspect, image_sync_to, load_into, node, node_exec, parse_adhoc, report,
                     run)
+from labkit import LAST
+
+pytestmark = [LAST, pytest.mark.lab_minutes(2)]  # it remakes node 2 (labkit.LAST)
 
 IMAGE = f"{PREFIX}-lab/imgstore"
 TINY = "dgxspark-lab/tiny:latest"

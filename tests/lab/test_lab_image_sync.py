@@ -26,6 +26,8 @@ from labkit import (BIN, INVENTORY, LAB, PREFIX, REPO, announce_image, ansible_e
                     mgmt_ip, node, node_exec, parse_adhoc, recap, report, run, throttled, transfer_processes, tx_bytes,
                     wait_until_no_transfer, wait_until_transfer)
 
+pytestmark = pytest.mark.lab_minutes(2)  # labkit: the order files are handed out
+
 NODES = 4
 IMAGE = f"{PREFIX}-lab/imgsync"
 NAME = f"{IMAGE}:current"  # the name every test moves

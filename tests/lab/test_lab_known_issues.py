@@ -22,6 +22,8 @@ import pytest
 
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, node, node_exec, run
 
+pytestmark = pytest.mark.lab_minutes(1)  # labkit: the order files are handed out
+
 SERVE = str(REPO / "tests" / "lab" / "playbooks" / "serve.yml")
 IMAGE = "lab/vllm-qwen35:0.17"
 ISSUE = "nccl-cuda-graphs-multinode-deadlock"

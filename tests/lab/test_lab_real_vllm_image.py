@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 
 from labkit import LAB, report, run
+from labkit import FIRST
+
+pytestmark = FIRST  # it builds the image test_real_vllm serves (labkit.FIRST)
 
 IMAGE = "lab/vllm-cpu:0.32"
 

@@ -20,6 +20,8 @@ import pytest
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, api_url, collection_as_it_was, image_inspect, node, \
     node_exec, run
 
+pytestmark = pytest.mark.lab_minutes(4)  # labkit: the order files are handed out
+
 SOURCE = "lab/vllm-qwen35:0.17"
 MP = ["-e", "vllm_serve_backend=mp"]
 AS_OF = os.environ.get("DGXSPARK_TEST_AS_OF", "")

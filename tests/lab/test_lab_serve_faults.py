@@ -9,6 +9,9 @@ import time
 import pytest
 
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, node, node_exec, run, wheelhouse
+from labkit import ENGINES
+
+pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
 
 SERVE = str(REPO / "tests" / "lab" / "playbooks" / "serve.yml")
 

@@ -18,6 +18,8 @@ import yaml
 
 from labkit import AS_IT_WAS, BIN, INVENTORY, LAB, REPO, ansible_env, collection_as_it_was, node, node_exec, run
 
+pytestmark = pytest.mark.lab_minutes(5)  # labkit: the order files are handed out
+
 SERVE = str(REPO / "tests" / "lab" / "playbooks" / "serve.yml")
 COMMON = ["-e", "vllm_serve_backend=mp", "-e", "dgxspark_image=lab/vllm-qwen35:0.17"]
 GIB = 1 << 30

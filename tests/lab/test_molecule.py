@@ -17,6 +17,8 @@ import pytest
 
 from labkit import BIN, MOLECULE_LOG, REPO, ansible_failures, molecule_steps
 
+pytestmark = pytest.mark.lab_minutes(18)  # labkit: the order files are handed out
+
 SCENARIOS = ("cluster4", "default", "faults", "fresh", "rollout", "teardown")
 MOLECULE_LAB = {
     "DGXSPARK_LAB_PREFIX": "mol",

@@ -7,6 +7,9 @@ import json
 import pytest
 
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, mgmt_ip, node, node_exec, run
+from labkit import ENGINES
+
+pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
 
 IMAGE = "lab/vllm-node:0.14"
 PLAY = str(REPO / "tests" / "lab" / "playbooks" / "ray_cluster.yml")

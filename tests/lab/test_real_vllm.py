@@ -25,6 +25,9 @@ import pytest
 
 from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, door_certificate, engine_key, mgmt_ip, node,
                     node_exec, parse_adhoc, report, run, tested_with)
+from labkit import ENGINES
+
+pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
 
 # The stand-in's build and test helpers (lab/engine), for the comparison below.
 sys.path[:0] = [str(REPO / "lab" / "engine"), str(REPO / "lab" / "engine" / "tests")]
