@@ -355,6 +355,57 @@ def listen(address, port) -> str:
                      check_port(port, "the listening port"))
 
 
+
+def api_url(address="127.0.0.1", port=9090) -> str:
+    """The URL of Prometheus's API as its own host reaches it: its listening address ADDRESS, the loopback when it
+    listens on every address (or none is given), both checked as :func:`listen` checks them. The one producer for
+    the role (``monitoring_result.api``), prometheus_ready and monitoring_info."""
+    address = str(address or "").strip()
+    return f"http://{listen('127.0.0.1' if address in ('', '0.0.0.0', '::') else address, port)}"
+
+
+# Prometheus's own gauges on its /metrics (it does not scrape itself, so its query API has no such series).
+LOADED_AT = "prometheus_config_last_reload_success_timestamp_seconds"
+LOADED_OK = "prometheus_config_last_reload_successful"
+
+
+def loaded(metrics: str) -> tuple[bool, float]:
+    """(whether the last load of its configuration succeeded, when its last successful load was: -1.0 when it does
+    not say) from Prometheus's /metrics text."""
+    values = {}
+    for line in str(metrics or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name in (LOADED_AT, LOADED_OK) and name not in values:
+            try:
+                values[name] = float(value.split()[0])
+            except (IndexError, ValueError):
+                continue
+    return values.get(LOADED_OK) == 1.0, values.get(LOADED_AT, -1.0)
+
+
+def wait_loaded(url: str, *, after: float, get, timeout: float, clock, sleep, container: str = "") -> float:
+    """Ask URL's /metrics (GET(url, seconds) -> (code, text)) once a second until Prometheus answers with its last
+    load successful and made after AFTER (a time it gave before a reload; -1 for any); returns that time. Raises
+    MonitoringError naming CONTAINER, what it last saw and the fix when TIMEOUT seconds pass first."""
+    deadline = clock() + timeout
+    seen = "no answer"
+    while True:
+        code, text = get(f"{url}/metrics", 10.0)
+        if code == 200:
+            ok, at = loaded(text)
+            if ok and at > after:
+                return at
+            seen = (f"its last load of the configuration failed ({LOADED_OK} 0)" if not ok
+                    else f"it has not loaded the configuration again since {after:.3f} (its last load: {at:.3f})")
+        elif code != -1:
+            seen = f"HTTP {code}"
+        if clock() >= deadline:
+            raise MonitoringError(
+                f"Prometheus ({container or 'its container'}) at {url}: {seen} after {timeout:g} s; the reason is in "
+                f"`docker logs {container or '<its container>'}` on this host (a configuration promtool accepted "
+                "that Prometheus refused, or a port monitoring_prometheus_port another process holds)")
+        sleep(1.0)
+
 def _static(entries: list) -> list:
     return [{"targets": [e["address"]], "labels": e["labels"]} for e in entries]
 

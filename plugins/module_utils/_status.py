@@ -22,7 +22,6 @@ import typing as t
 import urllib.error
 import urllib.request
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _monitoring
 from ansible_collections.dgxspark.vllm.plugins.module_utils._files import read_json_object
 from ansible_collections.dgxspark.vllm.plugins.module_utils._release import ReleaseError, engine_url
 
@@ -277,14 +276,6 @@ def prometheus_lines(host: str, alerts: t.Any, targets: t.Any) -> list[str]:
         lines.append(f"  target down: {labels.get('job', '?')} {labels.get('node', '?')} ({labels.get('cluster') or '-'})"
                      f" {target.get('scrapeUrl', '')}: {target.get('lastError') or target.get('health')}")
     return lines
-
-
-def prometheus_url(listen: t.Any = "127.0.0.1", port: t.Any = 9090) -> str:
-    """The URL of Prometheus's API as its own host reaches it: its listening address (the loopback when it listens on
-    every address), checked as the monitoring role checks it."""
-    address = str(listen or "").strip()
-    address = "127.0.0.1" if address in ("", "0.0.0.0", "::") else address
-    return f"http://{_monitoring.listen(address, port)}"
 
 
 def prometheus_status(name: str, url: str, *, get: t.Callable[[str, float], tuple[int, str]] | None = None,

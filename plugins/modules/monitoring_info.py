@@ -89,7 +89,7 @@ targets:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _status
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _monitoring, _status
 
 
 def main() -> None:
@@ -106,7 +106,7 @@ def main() -> None:
     if p["http_timeout"] < 1:
         module.fail_json(msg=f"http_timeout must be at least 1 second, got {p['http_timeout']}")
     try:
-        url = _status.prometheus_url(p["listen"], p["port"])
+        url = _monitoring.api_url(p["listen"], p["port"])
     except (ValueError, TypeError) as exc:
         module.fail_json(msg=f"monitoring_prometheus_listen / monitoring_prometheus_port: {exc}")
     module.exit_json(changed=False, **_status.prometheus_status(p["name"], url, http_timeout=float(p["http_timeout"])))

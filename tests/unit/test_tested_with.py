@@ -195,8 +195,8 @@ def test_update_readme_takes_a_full_runs_block_and_refuses_a_partial_one(tw, tmp
 
 def test_the_recording_files_are_the_lab_files_that_record(tw):
     """RECORDING_FILES decides when a run is full: each file in it records (a tested_with call, or a lab brought up
-    with another engine, which labkit records), each file that calls tested_with is in it, and each is a lab file
-    labkit schedules."""
+    with another engine, which labkit records), each file that calls tested_with is in it, and each is a lab file (labkit
+    schedules every one)."""
     labkit = (REPO / "tests" / "lab" / "labkit.py").read_text()
     calling = {f"tests/lab/{p.name}" for p in (REPO / "tests" / "lab").glob("test_*.py")
                if re.search(r"\btested_with\(", p.read_text())}
@@ -204,7 +204,7 @@ def test_the_recording_files_are_the_lab_files_that_record(tw):
                     if re.search(r'"up",[^\n]*"--(docker26|docker20|containerd-store)"', p.read_text())}
     assert calling <= set(tw.RECORDING_FILES)
     assert set(tw.RECORDING_FILES) == calling | other_engine
-    assert all(f'"{f}"' in labkit for f in tw.RECORDING_FILES)
+    assert all((REPO / f).is_file() for f in tw.RECORDING_FILES)
     assert "_record_lab_engines()" in labkit
 
 

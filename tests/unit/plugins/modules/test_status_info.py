@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import http.server
 import json
-import re
 import threading
 
 import pytest
@@ -159,53 +158,3 @@ PROMETHEUS = {
 }
 
 
-@pytest.mark.parametrize(("listen", "port", "url"), [
-    ("127.0.0.1", 9090, "http://127.0.0.1:9090"), ("0.0.0.0", 9090, "http://127.0.0.1:9090"),
-    ("::", "9091", "http://127.0.0.1:9091"), ("", 9090, "http://127.0.0.1:9090"), ("::1", 9090, "http://[::1]:9090"),
-    ("192.168.1.5", 9090, "http://192.168.1.5:9090")])
-def test_prometheus_is_asked_at_its_listening_address_or_the_loopback(listen, port, url):
-    assert _status.prometheus_url(listen, port) == url
-
-
-@pytest.mark.parametrize(("listen", "port", "needle"), [
-    ("not an address", 9090, "the listening address (monitoring_prometheus_listen or monitoring_node_exporter_bind) is "
-                             "'not an address'"),
-    ("127.0.0.1", 0, "the listening port is 0"), ("127.0.0.1", "http", "the listening port is 'http'")])
-def test_a_bad_listening_address_or_port_is_named(listen, port, needle):
-    with pytest.raises((ValueError, TypeError), match=re.escape(needle)):
-        _status.prometheus_url(listen, port)
-
-
-def test_prometheus_view_is_the_lines_the_filter_drew_with_their_counts():
-    asked = []
-
-    def get(url, timeout):
-        asked.append(url)
-        return 200, json.dumps(PROMETHEUS[url.rsplit("/", 1)[1]])
-
-    got = _status.prometheus_status("mon-1", "http://127.0.0.1:9090", get=get)
-    assert asked == ["http://127.0.0.1:9090/api/v1/alerts", "http://127.0.0.1:9090/api/v1/targets"]
-    assert got["lines"] == _status.prometheus_lines("mon-1", PROMETHEUS["alerts"], PROMETHEUS["targets"])
-    assert got["lines"][0] == "prometheus on mon-1: 1 of 2 targets up, 1 alert(s) firing, 1 pending"
-    assert (got["answered"], got["firing"], got["pending"], got["targets_up"], got["targets"]) == (True, 1, 1, 1, 2)
-
-
-@pytest.mark.parametrize("answer", [(-1, ""), (503, ""), (200, "not json")])
-def test_a_prometheus_that_does_not_answer_is_a_line_never_a_failure(answer):
-    got = _status.prometheus_status("mon-1", "http://127.0.0.1:9090", get=lambda url, timeout: answer)
-    assert got["answered"] is False and got["lines"] == ["prometheus on mon-1: no answer from its API"]
-
-
-def test_the_monitoring_module_asks_its_own_prometheus_and_changes_nothing(capsys, monkeypatch):
-    from ansible_collections.dgxspark.vllm.plugins.modules import monitoring_info
-
-    monkeypatch.setattr(_status, "http_get", lambda url, timeout: (200, json.dumps(PROMETHEUS[url.rsplit("/", 1)[1]])))
-    with patch_module_args({"name": "mon-1", "listen": "0.0.0.0", "_ansible_check_mode": True}), \
-            pytest.raises(SystemExit):
-        monitoring_info.main()
-    out = json.loads(capsys.readouterr().out)
-    assert out["changed"] is False and out["url"] == "http://127.0.0.1:9090" and out["targets"] == 2
-    with patch_module_args({"name": "mon-1", "port": 70000}), pytest.raises(SystemExit):
-        monitoring_info.main()
-    out = json.loads(capsys.readouterr().out)
-    assert out["failed"] and "monitoring_prometheus_port" in out["msg"]
