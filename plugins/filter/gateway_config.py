@@ -8,6 +8,11 @@ DOCUMENTATION = r"""
 name: gateway_config
 short_description: Render the gateway's HAProxy configuration and its client keys file
 version_added: 0.2.0
+deprecated:
+  why: The action M(dgxspark.vllm.gateway_render) renders the gateway's configuration from what the heads published, in one
+    step; no role or playbook of the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The action M(dgxspark.vllm.gateway_render).
 author:
 - dgxspark.vllm maintainers
 description:
@@ -121,6 +126,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
@@ -128,6 +134,10 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 def gateway_config(models, bind=None, port=None, clusters=None, heads=None, keys=None, max_body=1048576, maxconn=512,
                    check_interval=10, check_timeout=30, timeout=600, hard_stop_after=600, paths=_gateway.PATHS,
                    max_conn_per_source=128, tls=True):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.gateway_config filter is deprecated: use the dgxspark.vllm.gateway_render "
+                         "action, which renders the gateway's configuration from what the heads published", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     try:
         doors = _gateway.door_certificates(clusters, heads)
         served = {server["name"] for servers in (models or {}).values() for server in servers or []}

@@ -8,6 +8,11 @@ DOCUMENTATION = r"""
 name: gateway_door
 short_description: Render a head's door, the HAProxy relay from its LAN address to its engine, keyed, for the gateways only
 version_added: 0.2.0
+deprecated:
+  why: The action M(dgxspark.vllm.door_render) renders the door from what its head published, in one step; no role
+    or playbook of the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The action M(dgxspark.vllm.door_render).
 author:
 - dgxspark.vllm maintainers
 description:
@@ -106,36 +111,24 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway, _release
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 
 def gateway_door(release, bind=None, port=None, allowed=None, timeout=600, engine_key=None, paths=None,
                  client_keys=None, allow_no_api_key=False, engine_env=None, metrics_key="", tls=False):
-    clients = client_keys is not None
-    # Served without any key by the operator's choice: no client key given (and no engine key needed).
-    keyless = clients and bool(allow_no_api_key) and not any(client_keys or [])
-    keys = ""
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.gateway_door filter is deprecated: use the dgxspark.vllm.door_render "
+                         "action, which renders the door from what its head published", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     try:
-        address, engine_port = _gateway.door_target(release)
-        if clients:
-            # No gateway: the door stands on the head's API port in the gateway's place, for every client with a key.
-            port, allowed = engine_port, []
-            keys = "" if keyless else _gateway.render_keys(client_keys)
-        key = engine_key or _gateway.serve_env_key(str(engine_env or ""))
-        config = _gateway.render_door(bind, port, allowed, engine_key=key, target_address=address,
-                                      target_port=engine_port, timeout=timeout,
-                                      paths=_gateway.PATHS if paths is None else paths, clients=clients,
-                                      keyless=keyless, metrics_key=metrics_key or "", tls=bool(tls))
+        return _gateway.door_plan(release, bind=bind, port=port, allowed=allowed, timeout=timeout,
+                                  engine_key=engine_key, paths=paths, client_keys=client_keys,
+                                  allow_no_api_key=allow_no_api_key, engine_env=engine_env, metrics_key=metrics_key,
+                                  tls=tls)
     except (_gateway.GatewayError, ValueError, TypeError) as exc:
         raise AnsibleFilterError(f"gateway_door: {exc}") from exc
-    # Exposure is judged on the address the engine bound, not on where the door reaches it: an engine on 0.0.0.0
-    # (reached by the door on 127.0.0.1) listens on the LAN too.
-    bound = str(((release or {}).get("endpoint") or {}).get("host") or "127.0.0.1")
-    # The clients' URL of a door for clients, as the release records it (_release.clients_url).
-    url = _release.clients_url(bind, engine_port, bool(tls)) if clients else ""
-    return {"config": config, "keys": keys, "clients": clients, "target": f"{address}:{engine_port}",
-            "engine_bind": f"{bound}:{engine_port}", "engine_on_lan": bound not in ("127.0.0.1", "::1"), "url": url}
 
 
 class FilterModule:

@@ -8,6 +8,11 @@ DOCUMENTATION = r"""
 name: gateway_models
 short_description: The models behind the gateway and the clusters serving each, from the heads' release records
 version_added: 0.2.0
+deprecated:
+  why: The action M(dgxspark.vllm.gateway_render) returns the models with the gateway's configuration, in one
+    step; no role or playbook of the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The action M(dgxspark.vllm.gateway_render).
 author:
 - dgxspark.vllm maintainers
 description:
@@ -44,11 +49,16 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
 
 
 def gateway_models(clusters, heads=None, door_port=None):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.gateway_models filter is deprecated: use the dgxspark.vllm.gateway_render "
+                         "action, which returns the models with the gateway's configuration", version="1.0.0",
+                         collection_name="dgxspark.vllm")
     try:
         models, warnings = _gateway.gateway_models(clusters, heads or {}, door_port)
     except _gateway.GatewayError as exc:

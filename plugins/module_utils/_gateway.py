@@ -14,11 +14,14 @@ cluster's name.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import ipaddress
 import json
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _release
 from ansible_collections.dgxspark.vllm.plugins.module_utils._gateway_api import RELAY_PREFIX, STATE_FILE
 from ansible_collections.dgxspark.vllm.plugins.module_utils._watchdog import api_key as serve_env_key
 
@@ -560,3 +563,94 @@ def door_target(release: dict) -> tuple[str, int]:
     if host in ("0.0.0.0", "::"):
         host = "127.0.0.1"
     return host, int(endpoint.get("port") or 8000)
+
+
+# The reads a gateway makes itself on a head not in its play (roles/gateway/tasks/gateway.yml), each a registered
+# loop's results by head: what the head would have published as ``gateway_head``.
+UNREAD_READS = ("release", "engine_env", "door_certificate", "lan")
+
+
+def _decoded(result: dict) -> str:
+    """The text of a slurp result (base64 ``content``); "" for a file that was not there."""
+    try:
+        return base64.b64decode(str(result.get("content") or ""), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise GatewayError(f"{result.get('item')}: a file read on it is not base64 text ({exc})") from None
+
+
+def heads_read(heads: list, published: dict, unread: dict | None) -> dict:
+    """{head: {"release", "lan_ip", "engine_env", "door_certificate"}} for every head of HEADS: what it PUBLISHED in
+    the play (``gateway_head``), else what the gateway read on it (UNREAD: {read: [registered results]}, the reads of
+    UNREAD_READS). A head neither published nor read is left out (gateway_models warns about its cluster)."""
+    unknown = sorted(set(unread or {}) - set(UNREAD_READS))
+    if unknown:
+        raise GatewayError(f"unknown reads {', '.join(unknown)}: give {', '.join(UNREAD_READS)}")
+    by_head: dict = {}
+    for read, registered in (unread or {}).items():
+        results = (registered or {}).get("results", []) if isinstance(registered, dict) else registered or []
+        for result in results:
+            if isinstance(result, dict) and not result.get("skipped") and result.get("item"):
+                by_head.setdefault(str(result["item"]), {})[read] = result
+    out = {}
+    for head in heads:
+        if isinstance(published.get(head), dict):
+            out[head] = dict(published[head])
+        elif head in by_head:
+            read = by_head[head]
+            out[head] = {"release": dict((read.get("release") or {}).get("release") or {}),
+                         "lan_ip": str((read.get("lan") or {}).get("lan_ip") or ""),
+                         "engine_env": _decoded(read.get("engine_env") or {}),
+                         "door_certificate": _decoded(read.get("door_certificate") or {})}
+    return out
+
+
+def gateway_plan(fleet: dict, host: str, heads: dict, *, bind: str = "", port=8000, door_port=8100, keys=None,
+                 tls: bool = True, **settings) -> dict:
+    """What a gateway (HOST) serves, from the fleet fact and its HEADS (:func:`heads_read`): ``address`` (BIND, else
+    its LAN address in the fleet), its clients' ``url`` (_release.clients_url), ``models`` and ``warnings`` (:func:`gateway_models`), its ``config`` (SETTINGS:
+    render_gateway's), client ``keys`` file and the relays' certificate ``files``. Raises GatewayError when no
+    cluster serves a model."""
+    clusters = (fleet or {}).get("clusters") or {}
+    address = str(bind or "") or next((str(g.get("lan_ip") or "") for g in (fleet or {}).get("gateways") or []
+                                       if isinstance(g, dict) and g.get("host") == host), "")
+    models, warnings = gateway_models(clusters, heads, door_port)
+    if not models:
+        raise GatewayError(
+            f"{host}: no cluster of {(fleet or {}).get('group') or 'the fleet'} has a release record on its head (or "
+            "none of the heads was in this play): deploy a model first (deploy.yml), and run gateway.yml on the fleet "
+            "and the gateways")
+    served = {server["name"] for servers in models.values() for server in servers}
+    doors = {cluster: text for cluster, text in door_certificates(clusters, heads).items() if cluster in served}
+    return {"address": address, "models": models, "warnings": warnings,
+            "url": _release.clients_url(address, port, bool(tls)) if address else "",
+            "config": render_gateway(models, address, port, engine_keys(clusters, heads), tls=bool(tls),
+                                     door_certificates=doors, **settings),
+            "keys": render_keys(keys), "files": door_certificate_files(doors)}
+
+
+def door_plan(release: dict, *, bind, port, allowed, timeout=600, engine_key=None, paths=None, client_keys=None,
+              allow_no_api_key=False, engine_env=None, metrics_key="", tls=False) -> dict:
+    """A head's door (:func:`render_door`) for the engine of RELEASE: ``config``, the clients' ``keys`` file, whether
+    it stands for the ``clients`` (CLIENT_KEYS given: a fleet without gateways, on the engine's API port) or for the
+    gateways and monitoring hosts (ALLOWED, on PORT), its ``target``, the address the engine bound (``engine_bind``)
+    and whether that is on the LAN (``engine_on_lan``), and the clients' ``url`` of a door for clients."""
+    clients = client_keys is not None
+    # Served without any key by the operator's choice: no client key given (and no engine key needed).
+    keyless = clients and bool(allow_no_api_key) and not any(client_keys or [])
+    keys = ""
+    address, engine_port = door_target(release)
+    if clients:
+        # No gateway: the door stands on the head's API port in the gateway's place, for every client with a key.
+        port, allowed = engine_port, []
+        keys = "" if keyless else render_keys(client_keys)
+    config = render_door(bind, port, allowed, engine_key=engine_key or serve_env_key(str(engine_env or "")),
+                         target_address=address, target_port=engine_port, timeout=timeout,
+                         paths=PATHS if paths is None else paths, clients=clients, keyless=keyless,
+                         metrics_key=metrics_key or "", tls=bool(tls))
+    # Exposure is judged on the address the engine bound, not on where the door reaches it: an engine on 0.0.0.0
+    # (reached by the door on 127.0.0.1) listens on the LAN too.
+    bound = str(((release or {}).get("endpoint") or {}).get("host") or "127.0.0.1")
+    return {"config": config, "keys": keys, "clients": clients, "target": f"{address}:{engine_port}",
+            "engine_bind": f"{bound}:{engine_port}", "engine_on_lan": bound not in ("127.0.0.1", "::1"),
+            # The clients' URL of a door for clients, as the release records it.
+            "url": _release.clients_url(bind, engine_port, bool(tls)) if clients else ""}
