@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._inputs import VARIABLES, check_value
 
@@ -12,6 +13,11 @@ DOCUMENTATION = r"""
 name: input_problems
 short_description: Check values against the grammar of the variables they reach files, lines and argv as
 version_added: 0.2.0
+deprecated:
+  why: The action M(dgxspark.vllm.hybrid_image_plan) checks the role's images against the same grammar with the
+    rest of its inputs, in one step; no role or playbook of the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The action M(dgxspark.vllm.hybrid_image_plan).
 author:
   - dgxspark.vllm maintainers
 description:
@@ -60,6 +66,10 @@ _value:
 
 
 def input_problems(values, host, kinds=None):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.input_problems filter is deprecated: use the "
+                         "dgxspark.vllm.hybrid_image_plan action, which checks the role's images against the same "
+                         "grammar with the rest of its inputs", version="1.0.0", collection_name="dgxspark.vllm")
     kinds = kinds or {}
     if not isinstance(values, dict):
         raise AnsibleFilterError(f"input_problems takes a dict of variable to value (got {type(values).__name__})")

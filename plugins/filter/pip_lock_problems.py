@@ -8,6 +8,11 @@ DOCUMENTATION = r"""
 name: pip_lock_problems
 short_description: What keeps a requirements file from being a lock that pip installs with --require-hashes
 version_added: 0.2.0
+deprecated:
+  why: The action M(dgxspark.vllm.hybrid_image_plan) checks the hashed lock Ray is installed from, in one step;
+    no role or playbook of the collection uses the filter.
+  removed_in: 1.0.0
+  alternative: The action M(dgxspark.vllm.hybrid_image_plan).
 author:
   - dgxspark.vllm maintainers
 description:
@@ -55,11 +60,16 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._pip_lock import problems
 
 
 def pip_lock_problems(text, source="the lock", package="", version=""):
+    # Said when it is used (a deprecation in meta/runtime.yml warned on every use of any of the collection's filters).
+    Display().deprecated("The dgxspark.vllm.pip_lock_problems filter is deprecated: use the "
+                         "dgxspark.vllm.hybrid_image_plan action, which checks the hashed lock Ray is installed from",
+                         version="1.0.0", collection_name="dgxspark.vllm")
     if not isinstance(text, str):
         raise AnsibleFilterError(f"pip_lock_problems expects the text of a requirements file, got {type(text).__name__}")
     return problems(text, source, package, version)

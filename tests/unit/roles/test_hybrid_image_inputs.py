@@ -38,7 +38,8 @@ def test_a_malformed_image_stops_the_role_naming_host_variable_and_fix(tmp_path,
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=120, check=False)
     out = " ".join(proc.stdout.split())
     assert proc.returncode != 0, out[-2000:]
-    assert "TASK [dgxspark.vllm.hybrid_image : Check the images the Dockerfile starts FROM against the image grammar]" \
+    assert ("TASK [dgxspark.vllm.hybrid_image : Check the inputs, inspect the images the build starts from and derive the "
+            "image's content tag]") \
         in out, out[-2000:]
     assert f"host localhost: {variable} is" in out and "not an image reference; set it to [registry" in out, out[-2000:]
     recap = out.rsplit("PLAY RECAP", maxsplit=1)[-1]
