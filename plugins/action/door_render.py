@@ -11,7 +11,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
-from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import variable_names
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import fleet as fleet_of, variable_names
 
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -39,9 +39,7 @@ class ActionModule(ActionBase):
             "tls_certificate_file": {"type": "str", "default": "tls.crt"},
         })
         variable_names("door_render", args, ("head_fact",))
-        fleet = task_vars.get("dgxspark_fleet")
-        if not isinstance(fleet, dict) or not isinstance(fleet.get("clusters"), dict):
-            raise AnsibleActionFail("door_render: no dgxspark_fleet: run dgxspark.vllm.fleet first in the play")
+        fleet = fleet_of("door_render", task_vars)
         head = task_vars.get(args["head_fact"])
         if not isinstance(head, dict):
             raise AnsibleActionFail(f"door_render: no {args['head_fact']} on {task_vars.get('inventory_hostname')}: "

@@ -9,15 +9,12 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _layout, _status
-from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import variable_names
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import fleet as fleet_of, published, variable_names
 
 
 def _read(hostvars, host: str, name: str) -> dict:
     """HOST's registered NAME, or {} when it has none (a host the play lost, a task skipped on it)."""
-    try:
-        value = hostvars[host].get(name) if host in hostvars else None
-    except Exception as exc:  # pylint: disable=broad-except  # lazy hostvars: a template error in a variable
-        raise AnsibleActionFail(f"fleet_status: cannot read {host}'s {name}: {exc}") from exc
+    value = published("fleet_status", hostvars, host, name)
     return dict(value) if isinstance(value, dict) and not value.get("skipped") else {}
 
 
@@ -35,9 +32,7 @@ class ActionModule(ActionBase):
             "ray_info": {"type": "str", "default": "status_ray"},
         })
         variable_names("fleet_status", args, ("node_info", "ray_info"))
-        fleet = task_vars.get("dgxspark_fleet")
-        if not isinstance(fleet, dict) or not isinstance(fleet.get("clusters"), dict):
-            raise AnsibleActionFail("fleet_status: no dgxspark_fleet: run dgxspark.vllm.fleet first in the play")
+        fleet = fleet_of("fleet_status", task_vars)
         hostvars = task_vars.get("hostvars", {})
         in_play = set(task_vars.get("ansible_play_hosts") or [])
         names = {name: _layout.place(name, task_vars.get(name))

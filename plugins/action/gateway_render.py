@@ -9,7 +9,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _gateway
-from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import variable_names
+from ansible_collections.dgxspark.vllm.plugins.plugin_utils._action import fleet as fleet_of, published, variable_names
 
 SETTINGS = {  # option: (type, default), handed to _gateway.render_gateway as they are
     "max_body": ("int", 1048576), "maxconn": ("int", 512), "check_interval": ("int", 10),
@@ -39,23 +39,18 @@ class ActionModule(ActionBase):
             **{name: {"type": kind, "default": default} for name, (kind, default) in SETTINGS.items()},
         })
         variable_names("gateway_render", args, ("head_fact",))
-        fleet = task_vars.get("dgxspark_fleet")
-        if not isinstance(fleet, dict) or not isinstance(fleet.get("clusters"), dict):
-            raise AnsibleActionFail("gateway_render: no dgxspark_fleet: run dgxspark.vllm.fleet first in the play")
+        fleet = fleet_of("gateway_render", task_vars)
         host = str(task_vars.get("inventory_hostname") or "")
         hostvars = task_vars.get("hostvars", {})
         heads = sorted({str((place or {}).get("head") or "") for place in fleet["clusters"].values()} - {""})
-        published = {}
+        given = {}
         for head in heads:
-            try:
-                value = hostvars[head].get(args["head_fact"]) if head in hostvars else None
-            except Exception as exc:  # pylint: disable=broad-except  # lazy hostvars: a template error in a variable
-                raise AnsibleActionFail(f"gateway_render: cannot read {head}'s {args['head_fact']}: {exc}") from exc
+            value = published("gateway_render", hostvars, head, args["head_fact"])
             if isinstance(value, dict):
-                published[head] = value
+                given[head] = value
         try:
             plan = _gateway.gateway_plan(
-                fleet, host, _gateway.heads_read(heads, published, args["unread"]), bind=args["bind"],
+                fleet, host, _gateway.heads_read(heads, given, args["unread"]), bind=args["bind"],
                 port=args["port"], door_port=args["door_port"], keys=args["api_keys"], tls=args["tls"],
                 paths=args["paths"], **{name: args[name] for name in SETTINGS})
         except (_gateway.GatewayError, ValueError, TypeError) as exc:

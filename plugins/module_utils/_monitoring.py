@@ -356,6 +356,10 @@ def listen(address, port) -> str:
 
 
 
+# The options of the modules that ask Prometheus from its own host (plugins/doc_fragments/prometheus.py).
+ARGUMENT_SPEC = {"listen": {"type": "str", "default": "127.0.0.1"}, "port": {"type": "int", "default": 9090}}
+
+
 def api_url(address="127.0.0.1", port=9090) -> str:
     """The URL of Prometheus's API as its own host reaches it: its listening address ADDRESS, the loopback when it
     listens on every address (or none is given), both checked as :func:`listen` checks them. The one producer for

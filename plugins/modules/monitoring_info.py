@@ -22,16 +22,9 @@ description:
     not answer is a line saying so, never a failure.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
+  - dgxspark.vllm.prometheus
   - dgxspark.vllm.attributes.read_only
 options:
-  listen:
-    description: The address Prometheus listens on (C(monitoring_prometheus_listen)).
-    type: str
-    default: 127.0.0.1
-  port:
-    description: Its port (C(monitoring_prometheus_port)).
-    type: int
-    default: 9090
   name:
     description: The host named in the first line (C(inventory_hostname)).
     type: str
@@ -95,8 +88,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _monitoring, 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "listen": {"type": "str", "default": "127.0.0.1"},
-            "port": {"type": "int", "default": 9090},
+            **_monitoring.ARGUMENT_SPEC,
             "name": {"type": "str", "required": True},
             "http_timeout": {"type": "int", "default": 10},
         },

@@ -23,6 +23,7 @@ description:
   - It replaces the role's C(/metrics) reads, its C(docker kill) and the Jinja that compared the two load times.
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
+  - dgxspark.vllm.prometheus
 attributes:
   check_mode:
     support: full
@@ -30,14 +31,6 @@ attributes:
   diff_mode:
     support: none
 options:
-  listen:
-    description: The address Prometheus listens on (C(monitoring_prometheus_listen)).
-    type: str
-    default: 127.0.0.1
-  port:
-    description: Its port (C(monitoring_prometheus_port)).
-    type: int
-    default: 9090
   container:
     description: Its container (C(monitoring_prometheus_container)), which O(reload) signals.
     type: str
@@ -95,8 +88,7 @@ CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "listen": {"type": "str", "default": "127.0.0.1"},
-            "port": {"type": "int", "default": 9090},
+            **_monitoring.ARGUMENT_SPEC,
             "container": {"type": "str", "required": True},
             "reload": {"type": "bool", "default": False},
             "timeout": {"type": "int", "default": 30},

@@ -22,3 +22,21 @@ def variable_names(action: str, args: dict, options, *, dotted=()) -> None:
             continue
         if not (DOTTED if option in dotted else VARIABLE).match(str(value)):
             raise AnsibleActionFail(f"{action}: {option} is {value!r}: give a variable name")
+
+
+def fleet(action: str, task_vars: dict) -> dict:
+    """The fleet M(dgxspark.vllm.fleet) published in the play (``dgxspark_fleet``); fails naming ACTION and the step to
+    run first when there is none."""
+    found = task_vars.get("dgxspark_fleet")
+    if not isinstance(found, dict) or not isinstance(found.get("clusters"), dict):
+        raise AnsibleActionFail(f"{action}: no dgxspark_fleet: run dgxspark.vllm.fleet first in the play")
+    return found
+
+
+def published(action: str, hostvars, host: str, name: str):
+    """HOST's variable NAME as the play holds it (what it published or registered); None when HOST or NAME is not there.
+    A variable whose template fails fails naming ACTION, the host and the variable."""
+    try:
+        return hostvars[host].get(name) if host in hostvars else None
+    except Exception as exc:  # pylint: disable=broad-except  # lazy hostvars: a template error in a variable
+        raise AnsibleActionFail(f"{action}: cannot read {host}'s {name}: {exc}") from exc
