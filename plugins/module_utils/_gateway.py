@@ -607,9 +607,10 @@ def heads_read(heads: list, published: dict, unread: dict | None) -> dict:
 def gateway_plan(fleet: dict, host: str, heads: dict, *, bind: str = "", port=8000, door_port=8100, keys=None,
                  tls: bool = True, **settings) -> dict:
     """What a gateway (HOST) serves, from the fleet fact and its HEADS (:func:`heads_read`): ``address`` (BIND, else
-    its LAN address in the fleet), its clients' ``url`` (_release.clients_url), ``models`` and ``warnings`` (:func:`gateway_models`), its ``config`` (SETTINGS:
-    render_gateway's), client ``keys`` file and the relays' certificate ``files``. Raises GatewayError when no
-    cluster serves a model."""
+    its LAN address in the fleet), its clients' ``url`` (_release.clients_url), ``models`` and the clusters
+    ``left_out`` with why (:func:`gateway_models`' warnings: not ``warnings``, which Ansible takes for its own and
+    drops when empty), its ``config`` (SETTINGS: render_gateway's), client ``keys`` file and the relays' certificate
+    ``files``. Raises GatewayError when no cluster serves a model."""
     clusters = (fleet or {}).get("clusters") or {}
     address = str(bind or "") or next((str(g.get("lan_ip") or "") for g in (fleet or {}).get("gateways") or []
                                        if isinstance(g, dict) and g.get("host") == host), "")
@@ -621,7 +622,7 @@ def gateway_plan(fleet: dict, host: str, heads: dict, *, bind: str = "", port=80
             "and the gateways")
     served = {server["name"] for servers in models.values() for server in servers}
     doors = {cluster: text for cluster, text in door_certificates(clusters, heads).items() if cluster in served}
-    return {"address": address, "models": models, "warnings": warnings,
+    return {"address": address, "models": models, "left_out": warnings,
             "url": _release.clients_url(address, port, bool(tls)) if address else "",
             "config": render_gateway(models, address, port, engine_keys(clusters, heads), tls=bool(tls),
                                      door_certificates=doors, **settings),

@@ -132,7 +132,7 @@ models:
   returned: success
   type: dict
   sample: {qwen3.5-122b-a10b-fp8: [{name: pair1, address: 192.168.1.11, port: 8100}]}
-warnings:
+left_out:
   description: The clusters left out, and why.
   returned: success
   type: list

@@ -54,7 +54,10 @@ def test_the_configuration_is_the_one_the_filters_rendered_from_the_published_he
     models, warnings = _gateway.gateway_models(FLEET["clusters"], heads, 8100)
     assert result["models"] == models == {"qwen": [{"name": "pair1", "address": "192.168.1.11", "port": 8100},
                                                    {"name": "pair2", "address": "192.168.1.13", "port": 8100}]}
-    assert result["warnings"] == warnings == []
+    assert result["left_out"] == warnings == []
+    # Not under a key Ansible takes for its own: an empty "warnings" is dropped from the registered result (the
+    # first version's role failed on gateway_rendered.warnings in the lab's fleet deploy).
+    assert not set(result) & {"warnings", "deprecations", "exception", "invocation"}
     assert result["config"] == _gateway.render_gateway(models, "192.168.1.20", 8000,
                                                        _gateway.engine_keys(FLEET["clusters"], heads), tls=False,
                                                        door_certificates={})
@@ -82,7 +85,7 @@ def test_a_head_not_in_the_play_is_taken_from_the_gateways_own_reads_on_it():
 def test_a_cluster_left_out_is_a_warning_and_none_served_fails_naming_the_fix_and_no_key():
     result = run({"s1": {"gateway_head": head("192.168.1.11", "engine-key-pair1-0123")},
                   "s3": {"gateway_head": {"release": {}, "lan_ip": "192.168.1.13", "engine_env": ""}}})
-    assert result["warnings"] == ["cluster pair2: its head s3 has no release record (not deployed): the gateway does "
+    assert result["left_out"] == ["cluster pair2: its head s3 has no release record (not deployed): the gateway does "
                                   "not route to it"]
     with pytest.raises(AnsibleActionFail) as failed:
         run({"s1": {}, "s3": {}})
