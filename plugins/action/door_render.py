@@ -67,8 +67,10 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"door_render: {exc}") from None
         # The files the door's container reads, by name: its configuration, its clients' keys, its certificate.
         files = [{"name": "haproxy.cfg", "content": door["config"]}]
+        # "keys" is no name for a result (Jinja's dot reads the dict's method): the clients' keys are client_keys.
+        door["client_keys"] = door.pop("keys")
         if door["clients"]:
-            files.append({"name": _gateway.KEYS_FILE, "content": door["keys"]})
+            files.append({"name": _gateway.KEYS_FILE, "content": door["client_keys"]})
         if args["tls"]:
             files += [{"name": args["tls_file"], "content": identity["pem"]},
                       {"name": args["tls_certificate_file"], "content": identity["trust_anchor"]}]

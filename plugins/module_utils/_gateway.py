@@ -609,7 +609,7 @@ def gateway_plan(fleet: dict, host: str, heads: dict, *, bind: str = "", port=80
     """What a gateway (HOST) serves, from the fleet fact and its HEADS (:func:`heads_read`): ``address`` (BIND, else
     its LAN address in the fleet), its clients' ``url`` (_release.clients_url), ``models`` and the clusters
     ``left_out`` with why (:func:`gateway_models`' warnings: not ``warnings``, which Ansible takes for its own and
-    drops when empty), its ``config`` (SETTINGS: render_gateway's), client ``keys`` file and the relays' certificate
+    drops when empty), its ``config`` (SETTINGS: render_gateway's), its ``client_keys`` file and the relays' certificate
     ``files``. Raises GatewayError when no cluster serves a model."""
     clusters = (fleet or {}).get("clusters") or {}
     address = str(bind or "") or next((str(g.get("lan_ip") or "") for g in (fleet or {}).get("gateways") or []
@@ -626,7 +626,7 @@ def gateway_plan(fleet: dict, host: str, heads: dict, *, bind: str = "", port=80
             "url": _release.clients_url(address, port, bool(tls)) if address else "",
             "config": render_gateway(models, address, port, engine_keys(clusters, heads), tls=bool(tls),
                                      door_certificates=doors, **settings),
-            "keys": render_keys(keys), "files": door_certificate_files(doors)}
+            "client_keys": render_keys(keys), "files": door_certificate_files(doors)}
 
 
 def door_plan(release: dict, *, bind, port, allowed, timeout=600, engine_key=None, paths=None, client_keys=None,

@@ -355,7 +355,6 @@ def listen(address, port) -> str:
                      check_port(port, "the listening port"))
 
 
-
 # The options of the modules that ask Prometheus from its own host (plugins/doc_fragments/prometheus.py).
 ARGUMENT_SPEC = {"listen": {"type": "str", "default": "127.0.0.1"}, "port": {"type": "int", "default": 9090}}
 
@@ -378,7 +377,7 @@ def loaded(metrics: str) -> tuple[bool, float]:
     not say) from Prometheus's /metrics text."""
     values = {}
     for line in str(metrics or "").splitlines():
-        name, _, value = line.partition(" ")
+        name, value = (line.split(" ", 1) + [""])[:2]
         if name in (LOADED_AT, LOADED_OK) and name not in values:
             try:
                 values[name] = float(value.split()[0])
@@ -409,6 +408,7 @@ def wait_loaded(url: str, *, after: float, get, timeout: float, clock, sleep, co
                 f"`docker logs {container or '<its container>'}` on this host (a configuration promtool accepted "
                 "that Prometheus refused, or a port monitoring_prometheus_port another process holds)")
         sleep(1.0)
+
 
 def _static(entries: list) -> list:
     return [{"targets": [e["address"]], "labels": e["labels"]} for e in entries]

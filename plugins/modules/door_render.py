@@ -103,7 +103,7 @@ config:
   description: The door's haproxy.cfg (holds the engine key).
   returned: success
   type: str
-keys:
+client_keys:
   description: The clients' keys file (a door for clients), else empty.
   returned: success
   type: str

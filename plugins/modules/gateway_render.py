@@ -141,7 +141,7 @@ config:
   description: The gateway's haproxy.cfg (holds the clusters' engine keys).
   returned: success
   type: str
-keys:
+client_keys:
   description: The client keys file, a key a line.
   returned: success
   type: str

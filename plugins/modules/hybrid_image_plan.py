@@ -39,6 +39,11 @@ attributes:
     support: full
   diff_mode:
     support: none
+  idempotent:
+    support: full
+  platform:
+    support: full
+    platforms: posix
 options:
   strategy:
     description:

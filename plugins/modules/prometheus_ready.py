@@ -30,6 +30,12 @@ attributes:
     details: With O(reload), reports C(changed) and sends no signal; it waits for nothing.
   diff_mode:
     support: none
+  idempotent:
+    support: full
+    details: Without O(reload) it changes nothing; with it, each call sends one signal (the role asks only when the configuration changed).
+  platform:
+    support: full
+    platforms: posix
 options:
   container:
     description: Its container (C(monitoring_prometheus_container)), which O(reload) signals.

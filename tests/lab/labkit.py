@@ -174,8 +174,9 @@ def _name_group(item, group):
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     """Before the other plugins: each lab file without an xdist_group is a group of its own (named by the file), the
-    lab's files in their order (above), the lab mark on each (the unit tests are scheduled one by one). After them (pytest-xdist's worker names each test's group in its ID): every
-    test's ID ends in its group, as `--dist loadgroup` needs."""
+    lab's files in their order (above), the lab mark on each (the unit tests are scheduled one by one). After them
+    (pytest-xdist's worker names each test's group in its ID): every test's ID ends in its group, as `--dist
+    loadgroup` needs."""
     here = str(Path(__file__).parent)
     for item in items:
         if str(item.fspath).startswith(here):

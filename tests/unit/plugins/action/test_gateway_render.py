@@ -25,8 +25,8 @@ KEYS = ["client-key-0123456789"]
 
 
 def release(model="qwen"):
-    return {"image": "x", "served_model_name": model, "endpoint": {"url": "http://127.0.0.1:8000/v1",
-                                                                    "host": "127.0.0.1", "port": 8000}}
+    return {"image": "x", "served_model_name": model,
+            "endpoint": {"url": "http://127.0.0.1:8000/v1", "host": "127.0.0.1", "port": 8000}}
 
 
 def head(lan, key, model="qwen", certificate=""):
@@ -61,7 +61,7 @@ def test_the_configuration_is_the_one_the_filters_rendered_from_the_published_he
     assert result["config"] == _gateway.render_gateway(models, "192.168.1.20", 8000,
                                                        _gateway.engine_keys(FLEET["clusters"], heads), tls=False,
                                                        door_certificates={})
-    assert result["keys"] == "client-key-0123456789\n" and result["files"] == []
+    assert result["client_keys"] == "client-key-0123456789\n" and result["files"] == []
     assert result["address"] == "192.168.1.20" and result["url"] == "http://192.168.1.20:8000/v1"
     # The result holds the engine keys: it is censored like a no_log task's.
     assert result["_ansible_no_log"] is True and result["changed"] is False

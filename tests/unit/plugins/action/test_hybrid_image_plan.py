@@ -75,7 +75,7 @@ def test_the_plan_inspects_the_source_derives_the_tag_and_publishes_what_the_bui
     assert facts["hybrid_image_base_site"] == facts["hybrid_image_source_site"] == "/opt/venv/site-packages"
     assert facts["hybrid_image_launcher_text"] == launcher and facts["hybrid_image_launcher_version"]
     assert result["changed"] is False and result["reuse"] is False and facts["hybrid_image_reuse"] is False
-    assert [name for name, _ in node.calls] == ["dgxspark.vllm.vllm_image_info"] * 2
+    assert [call[0] for call in node.calls] == ["dgxspark.vllm.vllm_image_info"] * 2
     assert node.calls[1][1] == {"image": tag, "architectures": ["Qwen3_5MoeForCausalLM"], "missing": "report",
                                 "record": "/var/lib/dgxspark/v.json"}
 
@@ -90,7 +90,7 @@ def test_the_image_under_the_tag_is_reused_only_when_it_is_the_one_recorded_as_v
 def test_a_graft_inspects_the_base_pulls_when_asked_and_lists_the_wheelhouse(tmp_path):
     node = Node(wheels=("b-1.whl", "a-1.whl"))
     result = run(tmp_path, node, strategy="graft", base="vllm-node:0.14", pull=True, pip_wheelhouse="/w")
-    assert [name for name, _ in node.calls] == ["community.docker.docker_image_pull"] * 2 + [
+    assert [call[0] for call in node.calls] == ["community.docker.docker_image_pull"] * 2 + [
         "dgxspark.vllm.vllm_image_info"] * 2 + ["ansible.builtin.find", "dgxspark.vllm.vllm_image_info"]
     assert result["pulled"] == ["lab/vllm-qwen35:0.17", "vllm-node:0.14"] and result["changed"] is True
     assert result["ansible_facts"]["hybrid_image_inputs"]["wheelhouse"] == ["a-1.whl", "b-1.whl"]

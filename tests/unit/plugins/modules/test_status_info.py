@@ -156,5 +156,3 @@ PROMETHEUS = {
         {"health": "down", "labels": {"job": "node", "node": "s2", "cluster": "pair1"},
          "scrapeUrl": "http://s2:9100/metrics", "lastError": "connection refused"}]}},
 }
-
-
