@@ -140,9 +140,11 @@ ENGINES = pytest.mark.xdist_group("engines")
 # without one takes about a minute or less), so that the short ones fill the end, then the files marked LAST. The
 # scheduler hands the groups out one at a time to whichever worker is free.
 FIRST = pytest.mark.lab_first
-# LAST: the fleet's two pairs start their Ray heads at once, so the fleet's file runs after the other engine files,
-# when the other worker's image builds are over (beside them its heads missed Ray's registration twice in a row); the
-# files that remake a node (another Docker, another image store) run when the rest of their worker's files are done.
+# LAST: among the engine files, the fleet's (its two pairs start their Ray heads at once: beside the other worker's
+# image builds its heads missed Ray's registration twice in a row), real vLLM's (it takes both cores) and the
+# controller-network file run after the pairs' files, longest first: the order of the runs that passed with the lists
+# this replaced; among the others, the files that remake a node (another Docker, another image store) run when the
+# rest of their worker's files are done.
 LAST = pytest.mark.lab_last
 
 

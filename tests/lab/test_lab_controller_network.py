@@ -15,9 +15,10 @@ import pytest
 
 from labkit import (BIN, INVENTORY, LAB, REPO, SSH_ARGS_NO_KEEPALIVE, ansible_env, collection_as_it_was, fleet_play,
                     mgmt_ip, node, node_exec, recap, report, run, sessions_cut)
-from labkit import ENGINES
+from labkit import ENGINES, LAST
 
-pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
+# It serves a pair with the controller's SSH sessions cut: the engines' worker (labkit.ENGINES), last of its files.
+pytestmark = [ENGINES, LAST, pytest.mark.lab_minutes(4)]
 
 SERVE = "tests/lab/playbooks/serve.yml"
 # The stand-in engine takes this long per step (VLLM_LAB_SECONDS_PER_TOKEN): the readiness probe's first completion,

@@ -29,7 +29,8 @@ from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, ansible_failures, ap
                     door_certificate, engine_key, fabric_if, fabric_ip, mgmt_ip, node, node_exec, png_pixels, report, run, tested_with)
 from labkit import ENGINES
 
-pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
+# It starts Ray clusters: the engines' worker (labkit.ENGINES), its longest file, first.
+pytestmark = [ENGINES, pytest.mark.lab_minutes(20)]
 
 DEPLOY = str(REPO / "playbooks" / "deploy_qwen35.yml")
 TEARDOWN = str(REPO / "playbooks" / "teardown.yml")

@@ -31,8 +31,9 @@ from labkit import (BIN, GATEWAY, INVENTORY, LAB, REPO, ansible_env, broken_imag
                     node_exec, run)
 from labkit import ENGINES, LAST
 
-# It starts Ray clusters: the engines' worker (labkit.ENGINES), after the other engine files (labkit.LAST).
-pytestmark = [ENGINES, LAST]
+# It starts Ray clusters: the engines' worker (labkit.ENGINES), after the pairs' files (labkit.LAST), when the other
+# worker's image builds are over.
+pytestmark = [ENGINES, LAST, pytest.mark.lab_minutes(15)]
 
 NODES = 4
 BASE = "lab/vllm-node:0.14"

@@ -11,7 +11,8 @@ import pytest
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, node, node_exec, run, wheelhouse
 from labkit import ENGINES
 
-pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
+# It starts Ray clusters: the engines' worker (labkit.ENGINES).
+pytestmark = [ENGINES, pytest.mark.lab_minutes(3)]
 
 SERVE = str(REPO / "tests" / "lab" / "playbooks" / "serve.yml")
 

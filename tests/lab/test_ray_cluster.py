@@ -9,7 +9,8 @@ import pytest
 from labkit import BIN, INVENTORY, LAB, REPO, ansible_env, fabric_ip, mgmt_ip, node, node_exec, run
 from labkit import ENGINES
 
-pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
+# It starts Ray clusters: the engines' worker (labkit.ENGINES).
+pytestmark = [ENGINES, pytest.mark.lab_minutes(1)]
 
 IMAGE = "lab/vllm-node:0.14"
 PLAY = str(REPO / "tests" / "lab" / "playbooks" / "ray_cluster.yml")

@@ -25,9 +25,11 @@ import pytest
 
 from labkit import (BIN, INVENTORY, LAB, REPO, ansible_env, api_url, door_certificate, engine_key, mgmt_ip, node,
                     node_exec, parse_adhoc, report, run, tested_with)
-from labkit import ENGINES
+from labkit import ENGINES, LAST
 
-pytestmark = ENGINES  # it starts Ray clusters (or real vLLM): the engines' worker (labkit.ENGINES)
+# Real vLLM takes both cores: the engines' worker (labkit.ENGINES), after the pairs' files and the fleet's, when
+# the other worker's long files (molecule, the image builds) are done (labkit.LAST).
+pytestmark = [ENGINES, LAST, pytest.mark.lab_minutes(7)]
 
 # The stand-in's build and test helpers (lab/engine), for the comparison below.
 sys.path[:0] = [str(REPO / "lab" / "engine"), str(REPO / "lab" / "engine" / "tests")]
